@@ -1,0 +1,155 @@
+"""Harnesses for plain Python code: functions and session classes."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anyio.to_thread
+
+from trialkit.harness.base import Harness, HarnessLike, Reply, Session, TrialContext
+from trialkit.transcript import Message
+
+
+def to_reply(result: object, *, source: str) -> Reply:
+    """Normalise what agent code returned: a string, a `Reply`, `None`, or JSON-able data."""
+    if isinstance(result, Reply):
+        return result
+    if isinstance(result, str):
+        return Reply(output=result)
+    if result is None:
+        return Reply(output=None)
+    if isinstance(result, dict | list | int | float | bool):
+        return Reply(output=json.dumps(result, ensure_ascii=False))
+    raise TypeError(
+        f"{source} returned {type(result).__name__}; expected a string, a trialkit Reply, "
+        "None, or JSON-serialisable data"
+    )
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if isinstance(fn, functools.partial):
+        return _is_async(fn.func)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
+    )
+
+
+def _wants_context(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` takes a second positional argument (the `TrialContext`)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    return len(positional) >= 2 or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+
+
+class FunctionHarness(Harness):
+    """Any callable, sync or async, from the task input to an answer.
+
+    The callable gets the turn's input (a string, or a list of `Message`s) and, if it takes a
+    second argument, the `TrialContext`. For a task with several turns it is called once per
+    turn. Blocking (sync) callables run in worker threads so the event loop never waits.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"a harness must be callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
+        self.is_async = _is_async(fn)
+        self.with_context = _wants_context(fn)
+
+    async def session(self, ctx: TrialContext) -> Session:
+        return _FunctionSession(self, ctx)
+
+
+class _FunctionSession(Session):
+    def __init__(self, harness: FunctionHarness, ctx: TrialContext) -> None:
+        self.harness = harness
+        self.ctx = ctx
+
+    async def send(self, message: str | list[Message]) -> Reply:
+        h = self.harness
+        args: tuple[Any, ...] = (message, self.ctx) if h.with_context else (message,)
+        if h.is_async:
+            result = await h.fn(*args)
+        else:
+            result = await anyio.to_thread.run_sync(
+                functools.partial(h.fn, *args), abandon_on_cancel=True
+            )
+        return to_reply(result, source=f"harness {h.name!r}")
+
+
+class SessionHarness(Harness):
+    """A class (or factory) whose instances are agents with a `send(message)` method.
+
+    One instance is made per trial, called with the `TrialContext` if its constructor takes an
+    argument. `send` may be sync or async and returns what a harness function may return;
+    an optional `close()` (sync or async) runs after the last turn.
+    """
+
+    def __init__(self, factory: Callable[..., Any], *, name: str | None = None) -> None:
+        self.factory = factory
+        self.name = name or getattr(factory, "__qualname__", None) or type(factory).__name__
+        try:
+            params = inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        self.with_context = len(params) >= 1
+
+    async def session(self, ctx: TrialContext) -> Session:
+        agent = self.factory(ctx) if self.with_context else self.factory()
+        if inspect.isawaitable(agent):
+            agent = await agent
+        if not callable(getattr(agent, "send", None)):
+            raise TypeError(f"{self.name} made {type(agent).__name__}, which has no send() method")
+        return _ObjectSession(agent, self.name)
+
+
+class _ObjectSession(Session):
+    def __init__(self, agent: Any, name: str) -> None:
+        self.agent = agent
+        self.name = name
+        self.send_is_async = _is_async(agent.send)
+
+    async def send(self, message: str | list[Message]) -> Reply:
+        if self.send_is_async:
+            result = await self.agent.send(message)
+        else:
+            result = await anyio.to_thread.run_sync(
+                self.agent.send, message, abandon_on_cancel=True
+            )
+        return to_reply(result, source=f"{self.name}.send")
+
+    async def close(self) -> None:
+        close = getattr(self.agent, "close", None)
+        if close is None:
+            return
+        result = close() if _is_async(close) else await anyio.to_thread.run_sync(close)
+        if inspect.isawaitable(result):
+            await result
+
+
+def as_harness(obj: HarnessLike) -> Harness:
+    """A `Harness` for `obj`: a Harness, an agent class with `send`, or any callable."""
+    if isinstance(obj, Harness):
+        return obj
+    if isinstance(obj, str):
+        raise TypeError(
+            f"harness {obj!r}: a model id as the agent needs the model layer, which this "
+            "version of trialkit does not have yet; pass your agent function as harness="
+        )
+    if isinstance(obj, type) and hasattr(obj, "send"):
+        return SessionHarness(obj)
+    if callable(obj):
+        return FunctionHarness(obj)
+    raise TypeError(f"not a harness: {obj!r} (expected a function, a Harness or an agent class)")

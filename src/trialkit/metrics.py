@@ -1,0 +1,217 @@
+"""Metrics over trial outcomes: pass@k, pass^k, confidence intervals, flakiness, latency.
+
+Everything here is a pure function over plain numbers so that reports, the CLI and tests can
+share one definition of each metric. The estimators are computed exactly with integer binomial
+coefficients and `Fraction`: the float product form used by some tools silently returns 1.0 for
+impossible inputs, and `float(comb(2000, 1000))` overflows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from statistics import NormalDist
+
+__all__ = [
+    "flakiness_rate",
+    "is_flaky",
+    "latency_summary",
+    "mean_pass_at_k",
+    "mean_pass_hat_k",
+    "pass_at_k",
+    "pass_at_k_table",
+    "pass_hat_k",
+    "pass_hat_k_table",
+    "percentile",
+    "rate",
+    "supported_ks",
+    "wilson_interval",
+]
+
+
+def _check_counts(n: int, c: int, k: int, metric: str) -> None:
+    """Reject inputs the estimators are undefined for, rather than guess a value."""
+    if n < 1:
+        raise ValueError(f"n={n} trials is not enough; {metric} needs at least one trial (n >= 1)")
+    if not 0 <= c <= n:
+        raise ValueError(
+            f"c={c} passes is impossible with n={n} trials; {metric} needs 0 <= c <= n"
+        )
+    if k < 1:
+        raise ValueError(f"k={k} is not a valid sample size; {metric} needs k >= 1")
+    if k > n:
+        raise ValueError(f"k={k} exceeds the {n} trials of this task; {metric} needs k <= n")
+
+
+def pass_at_k(n: int, c: int, k: int) -> Fraction:
+    """Unbiased pass@k for one task: the chance that k of its n trials, drawn without
+    replacement, include at least one pass (Chen et al. 2021).
+
+    Exact: 1 − C(n−c, k) / C(n, k). When fewer than k trials failed, every draw of k contains
+    a pass and the value is exactly 1. Raises `ValueError` for k > n instead of returning 1.
+    """
+    _check_counts(n, c, k, "pass@k")
+    if n - c < k:
+        return Fraction(1)
+    return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+
+
+def pass_hat_k(n: int, c: int, k: int) -> Fraction:
+    """Unbiased pass^k for one task: the chance that k of its n trials, drawn without
+    replacement, all pass (Yao et al. 2024, τ-bench).
+
+    Exact: C(c, k) / C(n, k). Preferred to (c/n)^k, which overstates reliability for small n.
+    """
+    _check_counts(n, c, k, "pass^k")
+    return Fraction(math.comb(c, k), math.comb(n, k))
+
+
+def _mean_over_tasks(
+    counts: Sequence[tuple[int, int]],
+    k: int,
+    estimator: Callable[[int, int, int], Fraction],
+) -> float | None:
+    """Average a per-task estimator; name the offending task so a caller can fix its input."""
+    if not counts:
+        return None
+    values: list[float] = []
+    for index, (n, c) in enumerate(counts):
+        try:
+            value = estimator(n, c, k)
+        except ValueError as exc:
+            raise ValueError(f"task #{index} (n={n}, c={c}): {exc}") from None
+        values.append(float(value))
+    return math.fsum(values) / len(values)
+
+
+def mean_pass_at_k(counts: Sequence[tuple[int, int]], k: int) -> float | None:
+    """pass@k averaged over tasks given as (trials, passes) pairs; None when there are none.
+
+    Each task is converted to float only after its exact value is known, so huge binomial
+    coefficients never reach floating point.
+    """
+    return _mean_over_tasks(counts, k, pass_at_k)
+
+
+def mean_pass_hat_k(counts: Sequence[tuple[int, int]], k: int) -> float | None:
+    """pass^k averaged over tasks given as (trials, passes) pairs; None when there are none."""
+    return _mean_over_tasks(counts, k, pass_hat_k)
+
+
+def supported_ks(counts: Sequence[tuple[int, int]]) -> list[int]:
+    """The k values every task supports: 1..min(n).
+
+    Only these are reported, because averaging pass@k over the subset of tasks that happen to
+    have enough trials would compare different task sets under one number. A task with no
+    trials therefore leaves no k supported.
+    """
+    if not counts:
+        return []
+    return list(range(1, min(n for n, _ in counts) + 1))
+
+
+def pass_at_k_table(counts: Sequence[tuple[int, int]]) -> dict[int, float]:
+    """pass@k for every supported k, for a report's curve."""
+    table: dict[int, float] = {}
+    for k in supported_ks(counts):
+        value = mean_pass_at_k(counts, k)
+        if value is not None:
+            table[k] = value
+    return table
+
+
+def pass_hat_k_table(counts: Sequence[tuple[int, int]]) -> dict[int, float]:
+    """pass^k for every supported k, for a report's curve."""
+    table: dict[int, float] = {}
+    for k in supported_ks(counts):
+        value = mean_pass_hat_k(counts, k)
+        if value is not None:
+            table[k] = value
+    return table
+
+
+def _check_proportion(successes: int, n: int) -> None:
+    if n < 0:
+        raise ValueError(f"n={n} is negative; a count of trials must be >= 0")
+    if not 0 <= successes <= n:
+        raise ValueError(
+            f"successes={successes} is impossible out of n={n}; needs 0 <= successes <= n"
+        )
+
+
+def rate(successes: int, n: int) -> float | None:
+    """successes / n, or None when n == 0: a rate with no data is unknown, never 0."""
+    _check_proportion(successes, n)
+    if n == 0:
+        return None
+    return successes / n
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval for a proportion; None when n == 0.
+
+    Wilson rather than the normal approximation because eval suites are small and pass rates
+    sit near 0 or 1, where the normal interval collapses to zero width or leaves [0, 1].
+    """
+    _check_proportion(successes, n)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence={confidence} must lie strictly between 0 and 1")
+    if n == 0:
+        return None
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = successes / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half_width = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    lower = 0.0 if successes == 0 else max(0.0, centre - half_width)
+    upper = 1.0 if successes == n else min(1.0, centre + half_width)
+    return lower, upper
+
+
+def is_flaky(outcomes: Sequence[bool]) -> bool:
+    """True when a task's trials disagree: at least one passed and at least one did not."""
+    return any(outcomes) and not all(outcomes)
+
+
+def flakiness_rate(groups: Sequence[Sequence[bool]]) -> float | None:
+    """Share of tasks whose trials disagree, among tasks with at least two trials.
+
+    A single trial cannot disagree with itself, so such tasks would only dilute the rate;
+    they are left out of the denominator. None when no task has two trials.
+    """
+    eligible = [outcomes for outcomes in groups if len(outcomes) >= 2]
+    if not eligible:
+        return None
+    return sum(1 for outcomes in eligible if is_flaky(outcomes)) / len(eligible)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) with linear interpolation between closest ranks.
+
+    Matches numpy's default ('linear') method so numbers agree with users' notebooks.
+    None for no values.
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"q={q} is not a percentile; q must lie in [0, 100]")
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    fraction = position - low
+    return ordered[low] + (ordered[high] - ordered[low]) * fraction
+
+
+def latency_summary(values: Sequence[float]) -> dict[str, float | None]:
+    """p50, p95, mean and max of latencies; every entry is None when there are none."""
+    if not values:
+        return {"p50": None, "p95": None, "mean": None, "max": None}
+    return {
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "mean": math.fsum(values) / len(values),
+        "max": max(values),
+    }

@@ -1,0 +1,222 @@
+"""Figures and wording shared by the human-readable reports, so Markdown and the terminal agree.
+
+Every formatter turns `None` into "n/a": a figure with no data is unknown, and printing it as
+0 would claim a measurement that was never made.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from trialkit._record import ErrorInfo
+from trialkit.report import Report, Summary, TaskReport, TrialResult
+from trialkit.score import Assertion, Score, Verdict
+from trialkit.transcript import Usage
+
+NA = "n/a"
+
+WORDS = {
+    Verdict.PASS: "pass",
+    Verdict.FAIL: "fail",
+    Verdict.ERROR: "error",
+    Verdict.UNKNOWN: "unknown",
+}
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """Show control characters as `\\xNN` so an ANSI escape in model output cannot restyle,
+    move or clear the reader's terminal, and a NUL cannot truncate a CI log."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut `text` to `limit` characters and say how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+def percent(value: float | None) -> str:
+    return NA if value is None else f"{value:.1%}"
+
+
+def interval(ci: tuple[float, float] | None) -> str:
+    return NA if ci is None else f"{ci[0]:.1%}–{ci[1]:.1%}"
+
+
+def rate_with_ci(value: float | None, ci: tuple[float, float] | None) -> str:
+    if value is None:
+        return NA
+    if ci is None:
+        return percent(value)
+    return f"{percent(value)} (95% CI {interval(ci)})"
+
+
+def seconds(value: float | None) -> str:
+    return NA if value is None else f"{value:.2f} s"
+
+
+def number(value: float | None) -> str:
+    return NA if value is None else f"{value:.3f}"
+
+
+def cost(value: float | None) -> str:
+    return NA if value is None else f"${value:.4f}"
+
+
+def tokens(usage: Usage) -> str:
+    """Empty usage means no model call was recorded (e.g. a plain function harness), so the
+    count is unknown rather than zero."""
+    if usage.is_empty():
+        return NA
+    return f"{usage.total_tokens:,} ({usage.input_tokens:,} in, {usage.output_tokens:,} out)"
+
+
+def shown_ks(table: dict[str, float]) -> list[str]:
+    """k = 1, the largest k, and a middle k when the curve is long enough to have a shape."""
+    ks = sorted(int(k) for k in table)
+    if not ks:
+        return []
+    chosen = {ks[0], ks[-1]}
+    if len(ks) >= 4:
+        chosen.add(ks[len(ks) // 2])
+    return [str(k) for k in sorted(chosen)]
+
+
+def max_k(report: Report) -> str | None:
+    """The largest k every task supports: the one per-task columns can compare."""
+    ks = shown_ks(report.summary.pass_at_k)
+    return ks[-1] if ks else None
+
+
+@dataclass(frozen=True)
+class Counts:
+    passed: int
+    failed: int
+    errors: int
+    unknown: int
+
+    def items(self) -> Iterator[tuple[Verdict, int]]:
+        """Pass, fail and error always (a zero is a real count); unknown only when present."""
+        yield Verdict.PASS, self.passed
+        yield Verdict.FAIL, self.failed
+        yield Verdict.ERROR, self.errors
+        if self.unknown:
+            yield Verdict.UNKNOWN, self.unknown
+
+
+COUNT_WORDS = {
+    Verdict.PASS: "passed",
+    Verdict.FAIL: "failed",
+    Verdict.ERROR: "errored",
+    Verdict.UNKNOWN: "unknown",
+}
+
+
+def task_counts(summary: Summary) -> Counts:
+    return Counts(
+        summary.passed_tasks, summary.failed_tasks, summary.error_tasks, summary.unknown_tasks
+    )
+
+
+def trial_counts(summary: Summary) -> Counts:
+    return Counts(summary.passed, summary.failed, summary.errors, summary.unknown)
+
+
+def summary_rows(report: Report) -> list[tuple[str, str]]:
+    """The figures of the summary table after the task and trial counts, in reading order."""
+    s = report.summary
+    rows = [("Pass rate (decided trials)", rate_with_ci(s.pass_rate, s.pass_rate_ci))]
+    for k in shown_ks(s.pass_at_k):
+        rows.append((f"pass@{k}", percent(s.pass_at_k.get(k))))
+    for k in shown_ks(s.pass_hat_k):
+        rows.append((f"pass^{k}", percent(s.pass_hat_k.get(k))))
+    if not s.pass_at_k:
+        rows.append(("pass@k / pass^k", NA))
+    rows += [
+        ("Flakiness", _flakiness(s)),
+        ("Errors", f"{s.errors} of {s.trials} trials"),
+        ("Mean score", number(s.mean_score)),
+        ("Latency p50 / p95", f"{seconds(s.latency_p50_s)} / {seconds(s.latency_p95_s)}"),
+        ("Tokens", tokens(s.usage)),
+        ("Cost", cost(s.cost_usd)),
+        ("Duration", seconds(s.duration_s)),
+    ]
+    return rows
+
+
+def _flakiness(summary: Summary) -> str:
+    if summary.flakiness_rate is None:
+        return NA
+    return f"{percent(summary.flakiness_rate)} ({summary.flaky_tasks} flaky tasks)"
+
+
+def pass_k_note(report: Report) -> str | None:
+    excluded = report.summary.pass_k_excluded
+    if not excluded:
+        return None
+    return "pass@k and pass^k leave out tasks with no decided trial: " + ", ".join(excluded)
+
+
+def run_title(report: Report) -> str:
+    run = report.run
+    who = f"{run.name} ({run.id})" if run.name else run.id
+    return f"{report.suite.id} · {report.suite.kind.value} · run {who}"
+
+
+def run_subtitle(report: Report) -> str:
+    run = report.run
+    parts = [f"started {run.started_at.isoformat()}"]
+    if run.status != "completed":
+        parts.append(run.status)
+    return " · ".join(parts)
+
+
+def kind_label(task: TaskReport) -> str:
+    if task.expect == "failure":
+        return f"{task.kind.value}, expects failure"
+    return task.kind.value
+
+
+def trials_passed(task: TaskReport) -> str:
+    return f"{task.passed}/{task.trials}"
+
+
+def non_passing_trials(task: TaskReport) -> list[TrialResult]:
+    return [r for r in task.results if r.verdict is not Verdict.PASS]
+
+
+def non_passing_checks(result: TrialResult) -> list[Score]:
+    return [s for s in result.scores if s.verdict is not Verdict.PASS]
+
+
+def non_passing_assertions(assertions: list[Assertion]) -> list[Assertion]:
+    return [a for a in assertions if a.verdict is not Verdict.PASS]
+
+
+def score_reason(score: Score) -> str | None:
+    """The rationale, falling back on the grader's exception for a score that errored."""
+    if score.rationale:
+        return score.rationale
+    if score.error is not None:
+        return score.error.summary()
+    return None
+
+
+def error_text(error: ErrorInfo) -> str:
+    where = f" (during {error.phase})" if error.phase else ""
+    return f"{error.summary()}{where}"
+
+
+def trial_notes(result: TrialResult) -> list[str]:
+    """Facts about a trial that its checks do not say."""
+    notes = []
+    if result.status.value != "completed":
+        notes.append(f"status {result.status.value}")
+    if result.failed:
+        notes.append("the agent reported failure")
+    return notes

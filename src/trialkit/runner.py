@@ -1,0 +1,505 @@
+"""The runner: plans trials, runs them with bounded concurrency, grades, stores and reports.
+
+See DESIGN §2 for the flow of one trial. Every exception inside a trial becomes data on the
+trial; nothing a trial does cancels the run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from trialkit._record import ErrorInfo
+from trialkit.environments.base import NO_ENVIRONMENT, Environment
+from trialkit.graders.base import GradeContext, Grader, as_grader, combine_verdicts, run_grader
+from trialkit.graders.text import agent_failed
+from trialkit.harness.base import Harness, Reply, TrialContext
+from trialkit.harness.function import as_harness
+from trialkit.outcome import Outcome
+from trialkit.report import (
+    Report,
+    RunInfo,
+    SuiteInfo,
+    TaskPlan,
+    TrialResult,
+    build_report,
+)
+from trialkit.score import Score, Verdict
+from trialkit.task import Suite, SuiteError, Task
+from trialkit.transcript import Message, TranscriptRecorder, Turn, activate, deactivate
+from trialkit.trial import Trial, TrialStatus
+
+if TYPE_CHECKING:
+    from trialkit.progress import Progress
+    from trialkit.store import Store
+
+DEFAULT_CONCURRENCY = 10
+_FLUSH_EVERY_S = 0.05
+
+
+class EmptySelection(SuiteError):
+    """The task selection is empty: nothing would run (exit 2, never a green run)."""
+
+
+@dataclass
+class _PlannedTask:
+    task: Task
+    graders: list[Grader]
+    trials: int
+    timeout: float
+
+
+def new_run_id() -> str:
+    """A run id that sorts by start time and is unique: `20261129T231500-1a2b3c`."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+
+
+class Runner:
+    """Runs suites. Options given here override the suite's (like the CLI flags do)."""
+
+    def __init__(
+        self,
+        *,
+        store: Store | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        trials: int | None = None,
+        timeout: float | None = None,
+        task_ids: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        name: str | None = None,
+        harness: Any = None,
+        progress: Progress | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if trials is not None and trials < 1:
+            raise ValueError(f"trials must be >= 1, got {trials}")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        self.store = store
+        self.concurrency = concurrency
+        self.trials = trials
+        self.timeout = timeout
+        self.task_ids = tuple(task_ids)
+        self.tags = tuple(tags)
+        self.name = name
+        self.harness_override = harness
+        self.progress = progress
+
+    def plan(self, suite: Suite) -> list[_PlannedTask]:
+        """The tasks to run with their graders, trial counts and timeouts."""
+        tasks = suite.select(task_ids=self.task_ids, tags=self.tags)
+        if not tasks:
+            wanted = [*(f"--task {t}" for t in self.task_ids), *(f"--tag {t}" for t in self.tags)]
+            detail = f" matching {' '.join(wanted)}" if wanted else ""
+            raise EmptySelection(f"suite {suite.id!r}: no tasks{detail}; nothing to run")
+        suite_graders = [as_grader(g) for g in suite.graders]
+        planned = []
+        for task in tasks:
+            graders = [*suite_graders, *(as_grader(g) for g in task.graders)]
+            if task.expect == "failure" and not graders:
+                graders = [agent_failed()]
+            planned.append(
+                _PlannedTask(
+                    task=task,
+                    graders=graders,
+                    trials=suite.trials_for(task, self.trials),
+                    timeout=suite.timeout_for(task, self.timeout),
+                )
+            )
+        return planned
+
+    def _harness(self, suite: Suite) -> Harness:
+        chosen = self.harness_override if self.harness_override is not None else suite.harness
+        if chosen is None:
+            raise SuiteError(
+                f"suite {suite.id!r}: no harness: pass the agent under test as "
+                "Suite(harness=your_function)"
+            )
+        try:
+            return as_harness(chosen)
+        except TypeError as exc:
+            raise SuiteError(f"suite {suite.id!r}: harness: {exc}") from None
+
+    async def run(self, suite: Suite) -> Report:
+        """Run every selected task's trials and return the report.
+
+        Each trial is stored as soon as it is graded. If the run is cancelled (Ctrl-C), the
+        trials that finished are stored, the run is marked `interrupted`, and the cancellation
+        propagates.
+        """
+        planned = self.plan(suite)
+        harness = self._harness(suite)
+        environment = suite.environment or NO_ENVIRONMENT
+        run = RunInfo(
+            id=new_run_id(),
+            name=self.name,
+            started_at=datetime.now(UTC),
+            status="running",
+            config={
+                "concurrency": self.concurrency,
+                "trials": self.trials,
+                "timeout": self.timeout,
+                "task_ids": list(self.task_ids),
+                "tags": list(self.tags),
+                "harness": getattr(harness, "name", type(harness).__name__),
+            },
+        )
+        suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
+        plans = [
+            TaskPlan(id=p.task.id, kind=suite.task_kind(p.task), expect=p.task.expect,
+                     tags=p.task.tags)
+            for p in planned
+        ]
+        if self.store is not None:
+            await anyio.to_thread.run_sync(self.store.create_run, run, suite_info, plans)
+        results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
+        writer = _TrialWriter(self.store)
+        total = sum(p.trials for p in planned)
+        if self.progress is not None:
+            self.progress.start(total)
+        trial_runner = _TrialRunner(run.id, suite, harness, environment)
+
+        async def worker(queue: Iterator[tuple[_PlannedTask, int]]) -> None:
+            for item, index in queue:
+                trial = await trial_runner.run(item, index)
+                results[item.task.id].append(TrialResult.from_trial(trial))
+                writer.add(trial)
+                if self.progress is not None:
+                    self.progress.advance(trial)
+
+        queue = iter([(p, i) for p in planned for i in range(p.trials)])
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(writer.loop)
+                async with anyio.create_task_group() as workers:
+                    for _ in range(min(self.concurrency, total)):
+                        workers.start_soon(worker, queue)
+                writer.close()
+            run.status = "completed"
+        except BaseException:
+            run.status = "interrupted"
+            raise
+        finally:
+            run.finished_at = datetime.now(UTC)
+            writer.flush_now()
+            if self.store is not None:
+                self.store.finish_run(run)
+            if self.progress is not None:
+                self.progress.stop()
+        return build_report(run, suite_info, plans, results)
+
+
+class _TrialWriter:
+    """Commits finished trials in small batches from a worker thread (group commit)."""
+
+    def __init__(self, store: Store | None) -> None:
+        self.store = store
+        self.pending: list[Trial] = []
+        self.closed = False
+        self.wake = anyio.Event()
+
+    def add(self, trial: Trial) -> None:
+        if self.store is None:
+            return
+        self.pending.append(trial)
+        self.wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake.set()
+
+    async def loop(self) -> None:
+        if self.store is None:
+            return
+        store = self.store
+        while True:
+            await self.wake.wait()
+            self.wake = anyio.Event()
+            batch, self.pending = self.pending, []
+            if batch:
+                # Not abandoned on cancel: a batch in flight is committed before Ctrl-C lands.
+                await anyio.to_thread.run_sync(store.save_trials, batch)
+            if self.closed and not self.pending:
+                return
+            await anyio.sleep(_FLUSH_EVERY_S)
+
+    def flush_now(self) -> None:
+        if self.store is not None and self.pending:
+            batch, self.pending = self.pending, []
+            self.store.save_trials(batch)
+
+
+class _TrialRunner:
+    """Runs one trial through setup, the agent's turns, capture and grading."""
+
+    def __init__(self, run_id: str, suite: Suite, harness: Harness, env: Environment) -> None:
+        self.run_id = run_id
+        self.suite = suite
+        self.harness = harness
+        self.env = env
+
+    async def run(self, item: _PlannedTask, index: int) -> Trial:
+        task = item.task
+        recorder = TranscriptRecorder()
+        token = activate(recorder)
+        started_at = recorder.transcript.timing.started_at or datetime.now(UTC)
+        clock = time.perf_counter()
+        state = _TrialState()
+        try:
+            with anyio.move_on_after(item.timeout) as scope:
+                await self._steps(item, index, recorder, state)
+            if scope.cancelled_caught:
+                state.status = TrialStatus.TIMEOUT
+                state.error = ErrorInfo(
+                    type="Timeout",
+                    message=f"the trial exceeded its {item.timeout:g} s timeout "
+                    f"(during {state.phase})",
+                    phase=state.phase,
+                )
+        finally:
+            if state.world_ready:
+                await self._teardown(state)
+            deactivate(token)
+        transcript = recorder.transcript
+        transcript.timing.total_s = time.perf_counter() - clock
+        verdict = self._verdict(state)
+        return Trial(
+            run_id=self.run_id,
+            task_id=task.id,
+            index=index,
+            status=state.status,
+            verdict=verdict,
+            expect=task.expect,
+            transcript=transcript,
+            outcome=state.outcome,
+            scores=state.scores,
+            error=state.error,
+            usage=transcript.usage,
+            cost_usd=_cost(transcript.model_calls),
+            started_at=started_at,
+            duration_s=transcript.timing.total_s,
+        )
+
+    async def _steps(
+        self, item: _PlannedTask, index: int, recorder: TranscriptRecorder, state: _TrialState
+    ) -> None:
+        task = item.task
+        timing = recorder.transcript.timing
+        mark = time.perf_counter()
+        state.phase = "setup"
+        try:
+            state.world = await self.env.setup(task, index)
+            state.world_ready = True
+        except Exception as exc:
+            state.fail_with(exc, "setup")
+            return
+        timing.setup_s = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        state.phase = "agent"
+        ctx = TrialContext(
+            task=task,
+            trial_index=index,
+            world=state.world,
+            run_id=self.run_id,
+            model=task.model or self.suite.model,
+            system=self.suite.system,
+        )
+        agent_error = await self._converse(ctx, recorder, state.outcome)
+        timing.agent_s = time.perf_counter() - mark
+        if agent_error is not None:
+            if task.expect == "failure":
+                state.outcome.failed = True
+                state.outcome.failure = f"{type(agent_error).__name__}: {agent_error}"
+            else:
+                state.fail_with(agent_error, "agent")
+                return
+
+        mark = time.perf_counter()
+        state.phase = "capture"
+        try:
+            await self.env.capture(state.world, state.outcome)
+        except Exception as exc:
+            state.fail_with(exc, "capture")
+            return
+        timing.capture_s = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        state.phase = "grading"
+        grade_ctx = GradeContext(
+            task=task,
+            trial_index=index,
+            transcript=recorder.transcript,
+            outcome=state.outcome,
+            world=state.world,
+        )
+        state.scores = await _grade(item.graders, grade_ctx, expect=task.expect)
+        timing.grading_s = time.perf_counter() - mark
+        state.phase = "done"
+
+    async def _converse(
+        self, ctx: TrialContext, recorder: TranscriptRecorder, outcome: Outcome
+    ) -> Exception | None:
+        """Send each user turn; returns the exception the agent raised, if it raised."""
+        session = None
+        try:
+            session = await self.harness.session(ctx)
+            for number, turn in enumerate(ctx.task.turns):
+                recorder.turn = number
+                start = recorder.elapsed()
+                if isinstance(turn, str):
+                    recorder.add_message(Message(role="user", content=turn))
+                else:
+                    for message in turn:
+                        recorder.add_message(message)
+                reply = await session.send(turn)
+                _record_reply(recorder, reply, number, turn, start)
+                outcome.output = reply.output
+                outcome.state.update(reply.state)
+                if reply.is_error:
+                    outcome.failed = True
+                    outcome.failure = reply.error or reply.output or "the agent reported failure"
+                    break
+        except Exception as exc:
+            return exc
+        finally:
+            if session is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await session.close()
+                    except Exception as exc:  # a failing close must not hide the trial's result
+                        recorder.transcript.messages.append(
+                            Message(role="system", content=f"session.close() raised {exc!r}")
+                        )
+        return None
+
+    async def _teardown(self, state: _TrialState) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.env.teardown(state.world)
+            except Exception as exc:
+                if state.error is None:
+                    state.status = TrialStatus.ERROR
+                    state.error = ErrorInfo.from_exception(exc, phase="teardown")
+
+    @staticmethod
+    def _verdict(state: _TrialState) -> Verdict:
+        if state.status is not TrialStatus.COMPLETED:
+            return Verdict.ERROR
+        return combine_verdicts([s.verdict for s in state.scores])
+
+
+class _TrialState:
+    __slots__ = ("error", "outcome", "phase", "scores", "status", "world", "world_ready")
+
+    def __init__(self) -> None:
+        self.status = TrialStatus.COMPLETED
+        self.error: ErrorInfo | None = None
+        self.outcome = Outcome()
+        self.scores: list[Score] = []
+        self.world: Any = None
+        self.world_ready = False
+        self.phase = "setup"
+
+    def fail_with(self, exc: BaseException, phase: str) -> None:
+        self.status = TrialStatus.ERROR
+        self.error = ErrorInfo.from_exception(exc, phase=phase)
+
+
+def _record_reply(
+    recorder: TranscriptRecorder,
+    reply: Reply,
+    number: int,
+    turn: str | list[Message],
+    start: float,
+) -> None:
+    for message in reply.messages:
+        recorder.add_message(message)
+    last = reply.messages[-1] if reply.messages else None
+    if reply.output is not None and not (
+        last is not None and last.role == "assistant" and last.content == reply.output
+    ):
+        recorder.add_message(Message(role="assistant", content=reply.output))
+    for call in reply.tool_calls:
+        recorder.add_tool_call(call)
+    for thought in reply.reasoning:
+        recorder.add_reasoning(thought)
+    if reply.usage is not None:
+        recorder.add_usage(reply.usage)
+    recorder.transcript.turns.append(
+        Turn(
+            index=number,
+            input=turn,
+            output=reply.output,
+            is_error=reply.is_error,
+            started_at=start,
+            duration_s=recorder.elapsed() - start,
+        )
+    )
+
+
+_COMPLETED = "agent_completed"
+
+
+async def _grade(graders: list[Grader], ctx: GradeContext, *, expect: str) -> list[Score]:
+    """Run the graders (inline when quick, concurrently otherwise), in their listed order.
+
+    For a task expected to succeed, an agent that reported failure gets a failing
+    `agent_completed` check, and a task with no graders gets a passing one, so a verdict
+    always says what it rests on.
+    """
+    implicit: list[Score] = []
+    if expect == "success" and ctx.outcome.failed:
+        implicit.append(
+            Score.from_bool(
+                False, name=_COMPLETED, rationale=f"the agent reported failure: {ctx.outcome.failure}"
+            )
+        )
+    elif expect == "success" and not graders:
+        implicit.append(Score.from_bool(True, name=_COMPLETED))
+    scores: list[Score | None] = [None] * len(graders)
+    deferred: list[int] = []
+    for i, g in enumerate(graders):
+        if g.blocking or _is_async_grader(g):
+            deferred.append(i)
+        else:
+            scores[i] = await run_grader(g, ctx)
+    if deferred:
+
+        async def one(i: int) -> None:
+            scores[i] = await run_grader(graders[i], ctx)
+
+        async with anyio.create_task_group() as tg:
+            for i in deferred:
+                tg.start_soon(one, i)
+    return implicit + [s for s in scores if s is not None]
+
+
+def _is_async_grader(g: Grader) -> bool:
+    return inspect.iscoroutinefunction(g.grade) or getattr(g, "is_async", False) is True
+
+
+def _cost(calls: Sequence[Any]) -> float | None:
+    if not calls:
+        return None
+    total = 0.0
+    for call in calls:
+        if call.cost_usd is None:
+            return None
+        total += call.cost_usd
+    return total
+
+
+def run_sync(suite: Suite, **options: Any) -> Report:
+    """Run `suite` and return its report; `options` are those of `Runner`."""
+    runner = Runner(**options)
+    return anyio.run(runner.run, suite)

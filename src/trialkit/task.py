@@ -1,0 +1,229 @@
+"""Tasks and suites: what to evaluate. Definitions hold user callables, so they are dataclasses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from trialkit.transcript import Message
+
+if TYPE_CHECKING:
+    from trialkit.environments.base import Environment
+    from trialkit.graders.base import GraderLike
+    from trialkit.harness.base import HarnessLike
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TRIALS = 1
+
+Expect = Literal["success", "failure"]
+
+
+class SuiteKind(StrEnum):
+    """How a task's trials decide the task's verdict.
+
+    In a `capability` suite a task passes if at least one trial passed (can the agent do it at
+    all?); in a `regression` suite only if every trial passed (does it still always work?). A
+    `mixed` suite takes each task's own `kind`.
+    """
+
+    CAPABILITY = "capability"
+    REGRESSION = "regression"
+    MIXED = "mixed"
+
+
+class SuiteError(ValueError):
+    """A suite or task definition is invalid; the message names the suite, task and field."""
+
+
+@dataclass(frozen=True)
+class Turns:
+    """Several user turns, sent one after the other to the same session."""
+
+    turns: tuple[str | tuple[Message, ...], ...]
+
+    def __init__(self, *turns: str | Sequence[Message | Mapping[str, Any]]) -> None:
+        normalized = tuple(t if isinstance(t, str) else tuple(_messages(t)) for t in turns)
+        object.__setattr__(self, "turns", normalized)
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+
+TaskInput: TypeAlias = str | list[Message] | Turns
+"""A task's input: a string, chat messages (possibly with a system message), or `Turns`."""
+
+
+def _messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
+    return [m if isinstance(m, Message) else Message.model_validate(m) for m in items]
+
+
+def normalize_input(value: object) -> TaskInput:
+    """Accept a string, `Turns`, or a sequence of `Message`s / message dicts."""
+    if isinstance(value, str | Turns):
+        return value
+    if isinstance(value, Sequence) and all(isinstance(m, Message | Mapping) for m in value):
+        messages = _messages(value)
+        if not messages:
+            raise ValueError("input: an empty list of messages")
+        return messages
+    raise TypeError(
+        f"input: expected a string, a list of chat messages or Turns, got {type(value).__name__}"
+    )
+
+
+@dataclass
+class Task:
+    """One thing to evaluate: an input, graders, and how many trials and how long."""
+
+    id: str
+    input: TaskInput
+    graders: list[GraderLike] = field(default_factory=list)
+    """Checks of this task, applied after the suite's graders."""
+    criteria: str | None = None
+    """Success criteria in prose, for humans and judges."""
+    reference: str | None = None
+    """An optional reference solution (a known-good answer)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    expect: Expect = "success"
+    """`failure` for tasks the agent must refuse or fail at; see the user guide."""
+    trials: int | None = None
+    """Overrides the suite's trial count."""
+    timeout: float | None = None
+    """Seconds for setup, agent and grading of one trial; overrides the suite's (60 s)."""
+    model: str | None = None
+    """Overrides the suite's model."""
+    kind: SuiteKind | None = None
+    """For a task in a `mixed` suite: `capability` or `regression`."""
+
+    def __post_init__(self) -> None:
+        where = f"task {self.id!r}"
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise SuiteError("task: id: must be a non-empty string")
+        if _ID_FORBIDDEN.search(self.id):
+            raise SuiteError(f"{where}: id: must not contain '/', '#' or control characters")
+        try:
+            self.input = normalize_input(self.input)
+        except (TypeError, ValueError) as exc:
+            raise SuiteError(f"{where}: {exc}") from None
+        if self.expect not in ("success", "failure"):
+            raise SuiteError(f"{where}: expect: must be 'success' or 'failure', got {self.expect!r}")
+        if self.trials is not None and (not isinstance(self.trials, int) or self.trials < 1):
+            raise SuiteError(f"{where}: trials: must be a whole number >= 1, got {self.trials!r}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise SuiteError(f"{where}: timeout: must be > 0 seconds, got {self.timeout!r}")
+        if self.kind is not None:
+            try:
+                self.kind = SuiteKind(self.kind)
+            except ValueError:
+                raise SuiteError(
+                    f"{where}: kind: must be 'capability' or 'regression', got {self.kind!r}"
+                ) from None
+            if self.kind is SuiteKind.MIXED:
+                raise SuiteError(f"{where}: kind: a task is 'capability' or 'regression'")
+        self.graders = list(self.graders)
+        self.tags = list(self.tags)
+
+    @property
+    def turns(self) -> list[str | list[Message]]:
+        """The user turns of this task: one for a string or messages, several for `Turns`."""
+        if isinstance(self.input, Turns):
+            return [t if isinstance(t, str) else list(t) for t in self.input.turns]
+        return [self.input]
+
+    @property
+    def prompt(self) -> str:
+        """The input as plain text (the last user message, or the first turn)."""
+        first = self.turns[0]
+        if isinstance(first, str):
+            return first
+        users = [m.content for m in first if m.role == "user"]
+        return users[-1] if users else first[-1].content
+
+
+_ID_FORBIDDEN = re.compile(r"[/#\x00-\x1f]")
+
+
+@dataclass
+class Suite:
+    """A set of tasks with a kind, a default trial count, default graders and a harness."""
+
+    id: str
+    tasks: list[Task]
+    kind: SuiteKind = SuiteKind.CAPABILITY
+    trials: int = DEFAULT_TRIALS
+    """How many trials each task gets unless it says otherwise."""
+    harness: HarnessLike | None = None
+    """The agent under test: a callable, a `Harness`, or a model id string."""
+    graders: list[GraderLike] = field(default_factory=list)
+    """Checks applied to every task, before the task's own."""
+    model: str | None = None
+    """The default model, for a model harness and for judges."""
+    system: str | None = None
+    """A system prompt for a model harness."""
+    environment: Environment | None = None
+    """Prepares and captures the world for each trial; none by default."""
+    timeout: float = DEFAULT_TIMEOUT_S
+    description: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise SuiteError("suite: id: must be a non-empty string")
+        where = f"suite {self.id!r}"
+        try:
+            self.kind = SuiteKind(self.kind)
+        except ValueError:
+            raise SuiteError(
+                f"{where}: kind: must be 'capability', 'regression' or 'mixed', got {self.kind!r}"
+            ) from None
+        if not isinstance(self.trials, int) or self.trials < 1:
+            raise SuiteError(f"{where}: trials: must be a whole number >= 1, got {self.trials!r}")
+        if not self.timeout > 0:
+            raise SuiteError(f"{where}: timeout: must be > 0 seconds, got {self.timeout!r}")
+        self.tasks = list(self.tasks)
+        seen: set[str] = set()
+        for task in self.tasks:
+            if not isinstance(task, Task):
+                raise SuiteError(f"{where}: tasks: expected Task objects, got {type(task).__name__}")
+            if task.id in seen:
+                raise SuiteError(f"{where}: tasks: duplicate task id {task.id!r}")
+            seen.add(task.id)
+            if self.kind is SuiteKind.MIXED and task.kind is None:
+                raise SuiteError(
+                    f"{where}: task {task.id!r}: kind: a task in a mixed suite needs its own "
+                    "kind ('capability' or 'regression')"
+                )
+        self.graders = list(self.graders)
+
+    def task_kind(self, task: Task) -> SuiteKind:
+        """The kind that decides this task's verdict."""
+        if self.kind is SuiteKind.MIXED:
+            assert task.kind is not None
+            return task.kind
+        return self.kind
+
+    def trials_for(self, task: Task, override: int | None = None) -> int:
+        """How many trials `task` gets: the override (`--trials`), the task's, or the suite's."""
+        if override is not None:
+            return override
+        return task.trials if task.trials is not None else self.trials
+
+    def timeout_for(self, task: Task, override: float | None = None) -> float:
+        if override is not None:
+            return override
+        return task.timeout if task.timeout is not None else self.timeout
+
+    def select(self, *, task_ids: Sequence[str] = (), tags: Sequence[str] = ()) -> list[Task]:
+        """The tasks matching any of `task_ids` (exact or glob) and any of `tags`."""
+        from fnmatch import fnmatchcase
+
+        chosen = self.tasks
+        if task_ids:
+            chosen = [t for t in chosen if any(fnmatchcase(t.id, p) for p in task_ids)]
+        if tags:
+            chosen = [t for t in chosen if set(t.tags) & set(tags)]
+        return chosen

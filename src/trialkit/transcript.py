@@ -1,0 +1,224 @@
+"""What happened during a trial, recorded by trialkit rather than reported by the agent.
+
+The runner opens a `TranscriptRecorder` for each trial and makes it the *current* one through a
+context variable, so code running inside the trial (the model layer, tools, user code) can add
+to it with `current_recorder()` without anybody passing it around.
+"""
+
+from __future__ import annotations
+
+import time
+from contextvars import ContextVar, Token
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from trialkit._record import Record
+
+TRANSCRIPT_SCHEMA_VERSION = 1
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(Record):
+    """A tool call and, once it came back, its result: the pair lives in one record."""
+
+    id: str
+    """The call id the model gave (or one trialkit made up when it gave none)."""
+    name: str
+    """The tool's name."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """The parsed arguments."""
+    result: str | None = None
+    """What the tool returned, as text; `None` when no result was seen."""
+    is_error: bool = False
+    """Whether the result is an error (the tool raised or reported failure)."""
+    turn: int = 0
+    """The user turn during which the call happened."""
+    started_at: float | None = None
+    """Seconds since the trial started, when known."""
+    duration_s: float | None = None
+    """How long the tool ran, when known."""
+
+
+class Message(Record):
+    """One chat message."""
+
+    role: Role
+    """Who speaks: `system`, `user`, `assistant` or `tool` (a tool result)."""
+    content: str = ""
+    """The text of the message."""
+    name: str | None = None
+    """The tool name, for a `tool` message."""
+    tool_call_id: str | None = None
+    """For a `tool` message: the id of the call it answers."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """For an `assistant` message: the tool calls it made."""
+
+
+class Reasoning(Record):
+    """A reasoning (thinking) event the model exposed."""
+
+    content: str
+    turn: int = 0
+    redacted: bool = False
+    """True when the provider returned only an opaque or redacted form."""
+
+
+class Usage(Record):
+    """Token counts, with OpenTelemetry semantics: `input_tokens` includes cached tokens."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    def is_empty(self) -> bool:
+        return self == _EMPTY_USAGE
+
+
+_EMPTY_USAGE = Usage()
+
+
+class ModelCall(Record):
+    """One call to a model made inside the trial (filled in by the model layer)."""
+
+    model: str
+    """The model id, e.g. `openai/gpt-4o-mini`."""
+    role: Literal["agent", "grader"] = "agent"
+    """Who made the call: the agent under test or a grader (a judge)."""
+    request: dict[str, Any] = Field(default_factory=dict)
+    response: dict[str, Any] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    latency_s: float | None = None
+    retries: int = 0
+    error: str | None = None
+    turn: int = 0
+
+
+class Turn(Record):
+    """One user turn and the agent's answer to it."""
+
+    index: int
+    input: str | list[Message]
+    """What the user sent in this turn."""
+    output: str | None = None
+    """What the agent answered."""
+    is_error: bool = False
+    """Whether the agent reported failure for this turn."""
+    started_at: float = 0.0
+    """Seconds since the trial started."""
+    duration_s: float = 0.0
+
+
+class Timing(Record):
+    """Wall-clock timing of the phases of a trial, in seconds."""
+
+    started_at: datetime | None = None
+    setup_s: float = 0.0
+    agent_s: float = 0.0
+    capture_s: float = 0.0
+    grading_s: float = 0.0
+    total_s: float = 0.0
+
+
+class Transcript(Record):
+    """Everything recorded during one trial."""
+
+    schema_version: int = TRANSCRIPT_SCHEMA_VERSION
+    messages: list[Message] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    reasoning: list[Reasoning] = Field(default_factory=list)
+    turns: list[Turn] = Field(default_factory=list)
+    model_calls: list[ModelCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    """Usage of the agent's model calls (graders' calls are counted apart)."""
+    grader_usage: Usage = Field(default_factory=Usage)
+    """Usage of model calls made by graders (judges)."""
+    timing: Timing = Field(default_factory=Timing)
+
+    def tool_call(self, call_id: str) -> ToolCall | None:
+        """The tool call with this id, if there is one."""
+        return next((call for call in self.tool_calls if call.id == call_id), None)
+
+    def calls_to(self, name: str) -> list[ToolCall]:
+        """Every call of the tool named `name`, in order."""
+        return [call for call in self.tool_calls if call.name == name]
+
+
+class TranscriptRecorder:
+    """Collects the transcript of the trial that is running in the current context."""
+
+    def __init__(self) -> None:
+        self.transcript = Transcript(timing=Timing(started_at=datetime.now(UTC)))
+        self._clock_start = time.perf_counter()
+        self.turn = 0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._clock_start
+
+    def add_message(self, message: Message) -> None:
+        self.transcript.messages.append(message)
+
+    def add_tool_call(self, call: ToolCall) -> None:
+        if call.turn == 0:
+            call.turn = self.turn
+        self.transcript.tool_calls.append(call)
+
+    def add_tool_result(self, call_id: str, result: str, *, is_error: bool = False) -> None:
+        """Pair a tool result with the call it answers (by id)."""
+        call = self.transcript.tool_call(call_id)
+        if call is None:
+            raise KeyError(f"no tool call with id {call_id!r} in this transcript")
+        call.result = result
+        call.is_error = is_error
+
+    def add_reasoning(self, content: str, *, redacted: bool = False) -> None:
+        self.transcript.reasoning.append(
+            Reasoning(content=content, turn=self.turn, redacted=redacted)
+        )
+
+    def add_model_call(self, call: ModelCall) -> None:
+        call.turn = self.turn
+        self.transcript.model_calls.append(call)
+        if call.role == "grader":
+            self.transcript.grader_usage = self.transcript.grader_usage + call.usage
+        else:
+            self.transcript.usage = self.transcript.usage + call.usage
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count usage the agent reported itself (when no model call was recorded for it)."""
+        self.transcript.usage = self.transcript.usage + usage
+
+
+_current: ContextVar[TranscriptRecorder | None] = ContextVar("trialkit_recorder", default=None)
+
+
+def current_recorder() -> TranscriptRecorder | None:
+    """The recorder of the trial running in this context, or `None` outside a trial."""
+    return _current.get()
+
+
+def activate(recorder: TranscriptRecorder | None) -> Token[TranscriptRecorder | None]:
+    """Make `recorder` the current one; returns the token to restore the previous one."""
+    return _current.set(recorder)
+
+
+def deactivate(token: Token[TranscriptRecorder | None]) -> None:
+    _current.reset(token)

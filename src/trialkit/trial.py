@@ -1,0 +1,58 @@
+"""A trial: one attempt at one task, with everything that was recorded and decided about it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from trialkit._record import ErrorInfo, Record
+from trialkit.outcome import Outcome
+from trialkit.score import Score, Verdict
+from trialkit.transcript import Transcript, Usage
+
+TRIAL_SCHEMA_VERSION = 1
+
+
+class TrialStatus(StrEnum):
+    """How the trial's run ended, before any grading."""
+
+    COMPLETED = "completed"
+    """The agent finished (possibly reporting failure); graders ran."""
+    ERROR = "error"
+    """Setup, the agent, or capture raised; no verdict was possible."""
+    TIMEOUT = "timeout"
+    """The task's timeout ran out."""
+
+
+class Trial(Record):
+    """One attempt at one task."""
+
+    schema_version: int = TRIAL_SCHEMA_VERSION
+    run_id: str
+    task_id: str
+    index: int
+    """0-based trial number within the task."""
+    status: TrialStatus
+    verdict: Verdict
+    expect: str = "success"
+    model: str | None = None
+    """The model under test, when the harness is a model."""
+    transcript: Transcript = Field(default_factory=Transcript)
+    outcome: Outcome = Field(default_factory=Outcome)
+    scores: list[Score] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    """Why the trial errored (setup, agent, capture or timeout); graders' errors are on scores."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens of the agent's model calls."""
+    cost_usd: float | None = None
+    """Cost of the agent's and graders' model calls; `None` when unknown (never guessed as 0)."""
+    started_at: datetime
+    duration_s: float
+    """Wall time of setup, agent, capture and grading."""
+
+    @property
+    def label(self) -> str:
+        """`TASK#N`, the way the CLI names a trial."""
+        return f"{self.task_id}#{self.index}"
