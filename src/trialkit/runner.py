@@ -93,6 +93,10 @@ class Runner:
         self.name = name
         self.harness_override = harness
         self.progress = progress
+        self.last_run: RunInfo | None = None
+        """The run being (or last) run, so a caller can name it after an interruption."""
+        self.finished = 0
+        """Trials of the current run that finished (and are stored, when there is a store)."""
 
     def plan(self, suite: Suite) -> list[_PlannedTask]:
         """The tasks to run with their graders, trial counts and timeouts."""
@@ -153,6 +157,8 @@ class Runner:
                 "harness": getattr(harness, "name", type(harness).__name__),
             },
         )
+        self.last_run = run
+        self.finished = 0
         suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
         plans = [
             TaskPlan(id=p.task.id, kind=suite.task_kind(p.task), expect=p.task.expect,
@@ -173,6 +179,7 @@ class Runner:
                 trial = await trial_runner.run(item, index)
                 results[item.task.id].append(TrialResult.from_trial(trial))
                 writer.add(trial)
+                self.finished += 1
                 if self.progress is not None:
                     self.progress.advance(trial)
 

@@ -1,0 +1,3 @@
+from trialkit.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The command line; each command lives in its own module."""

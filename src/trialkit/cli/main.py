@@ -1,0 +1,25 @@
+"""The `trialkit` command: a group of thin commands over the library."""
+
+from __future__ import annotations
+
+import click
+
+from trialkit._version import __version__
+from trialkit.cli.report import report_command
+from trialkit.cli.run import run_command
+from trialkit.cli.runs import runs_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="trialkit")
+def cli() -> None:
+    """trialkit: run tasks against your agent several times, grade what it did, gate CI."""
+
+
+cli.add_command(run_command)
+cli.add_command(runs_command)
+cli.add_command(report_command)
+
+
+def main() -> None:
+    cli(prog_name="trialkit")

@@ -1,0 +1,53 @@
+"""`trialkit report RUN`: render any stored run again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trialkit.cli._common import (
+    debug_option,
+    fail,
+    handle_errors,
+    open_store,
+    stdout_console,
+    store_option,
+)
+
+
+@click.command("report")
+@click.argument("run_ref", metavar="RUN")
+@click.option("--format", "fmt", type=click.Choice(["table", "md", "json", "junit"]),
+              default="table", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write to FILE instead of standard output.")
+@store_option
+@debug_option
+@handle_errors
+def report_command(
+    run_ref: str, fmt: str, output: str | None, store_url: str | None, debug: bool
+) -> None:
+    """Render the stored run RUN (an id, a unique id prefix, or a run name: its latest run)."""
+    with open_store(store_url) as store:
+        try:
+            run_id = store.resolve_run(run_ref)
+        except LookupError as exc:
+            fail(str(exc).strip("'\""))
+        report = store.load_report(run_id)
+    if fmt == "table":
+        from rich.console import Console
+
+        from trialkit.reports import render_terminal
+
+        if output is None:
+            render_terminal(report, stdout_console())
+            return
+        with Path(output).open("w", encoding="utf-8") as fh:
+            render_terminal(report, Console(file=fh, width=100, color_system=None))
+        return
+    text = {"md": report.to_markdown, "json": report.to_json, "junit": report.to_junit}[fmt]()
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+    else:
+        Path(output).write_text(text, encoding="utf-8")

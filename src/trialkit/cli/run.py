@@ -1,0 +1,175 @@
+"""`trialkit run TARGET`: run a suite, store every trial, report, and gate CI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from trialkit.cli._common import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    debug_option,
+    fail,
+    handle_errors,
+    open_store,
+    store_option,
+    stdout_console,
+)
+
+
+def _fraction(text: str, option: str) -> float:
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        fail(f"{option}: expected a number like 0.8 or 80%, got {text!r}")
+    if not 0 <= value <= 1:
+        fail(f"{option}: must be between 0 and 1 (or 0% and 100%), got {text!r}")
+    return value
+
+
+def _error_allowance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        fail(f"--fail-on-error: expected a count (e.g. 2) or a fraction (e.g. 0.05), got {text!r}")
+    if value < 0 or (value >= 1 and not value.is_integer()):
+        fail(
+            f"--fail-on-error: expected a whole count >= 0 or a fraction between 0 and 1, "
+            f"got {text!r}"
+        )
+    return value
+
+
+@click.command("run")
+@click.argument("target")
+@click.option("--trials", type=click.IntRange(min=1), help="Trials per task (overrides the suite).")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=10, show_default=True,
+    help="Trials running at once.",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+    help="Per-trial timeout (overrides the suite's and tasks'; default 60).",
+)
+@click.option("--task", "task_ids", multiple=True, metavar="ID",
+              help="Run only this task (glob patterns allowed; repeatable).")
+@click.option("--tag", "tags", multiple=True, help="Run only tasks with this tag (repeatable).")
+@click.option("--name", help="A name for this run (`trialkit report NAME` finds its latest).")
+@store_option
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write the JSON report here.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write the Markdown report here (e.g. $GITHUB_STEP_SUMMARY).")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write a JUnit XML report here.")
+@click.option("--min-pass-rate", metavar="X",
+              help="Fail the gate (exit 1) when the pass rate is under X (0.8 or 80%).")
+@click.option("--fail-on-error", "fail_on_error", metavar="N|FRACTION", default="0",
+              help="Errored trials allowed before exit 3: a count or a fraction [default: 0].")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the final verdict line.")
+@debug_option
+@handle_errors
+def run_command(
+    target: str,
+    trials: int | None,
+    concurrency: int,
+    timeout: float | None,
+    task_ids: tuple[str, ...],
+    tags: tuple[str, ...],
+    name: str | None,
+    store_url: str | None,
+    json_path: str | None,
+    markdown_path: str | None,
+    junit_path: str | None,
+    min_pass_rate: str | None,
+    fail_on_error: str,
+    no_progress: bool,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    """Run the suite TARGET: path.py, path.py:name or package.module:name.
+
+    Exit codes: 0 the gate passed; 1 the gate failed (a regression task failed, or the pass rate
+    is under --min-pass-rate); 2 bad usage or a bad suite (nothing ran); 3 more trials errored
+    than --fail-on-error allows; 130 interrupted (what finished is stored).
+    """
+    from trialkit.loaders.python import load_suite
+    from trialkit.progress import Progress, progress_for
+    from trialkit.reports import render_terminal
+    from trialkit.runner import Runner
+
+    min_rate = _fraction(min_pass_rate, "--min-pass-rate") if min_pass_rate else None
+    allowance = _error_allowance(fail_on_error)
+    suite = load_suite(target)
+    console = stdout_console()
+    err_console = _stderr_console()
+    progress: Progress | None = None
+    if not (no_progress or quiet):
+        progress = progress_for(err_console)
+    store = open_store(store_url)
+    runner = Runner(
+        store=store,
+        concurrency=concurrency,
+        trials=trials,
+        timeout=timeout,
+        task_ids=task_ids,
+        tags=tags,
+        name=name,
+        progress=progress,
+    )
+    runner.plan(suite)  # a bad selection is exit 2 before anything is stored
+    try:
+        report = anyio.run(runner.run, suite)
+    except KeyboardInterrupt:
+        run = runner.last_run
+        stored = f"; {runner.finished} finished trials are stored in run {run.id}" if run else ""
+        click.echo(f"interrupted{stored}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        store.close()
+
+    if not quiet:
+        render_terminal(report, console)
+    _write(json_path, report.to_json())
+    _write(markdown_path, report.to_markdown())
+    _write(junit_path, report.to_junit())
+    gate = report.gate(min_pass_rate=min_rate, fail_on_error=allowance)
+    _print_verdict(report, gate, quiet=quiet)
+    sys.exit(gate.exit_code)
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _write(path: str | None, text: str) -> None:
+    if path is None:
+        return
+    target = Path(path)
+    try:
+        if target.parent != Path():
+            target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"{path}: cannot write the report: {exc.strerror}", EXIT_USAGE)
+
+
+def _print_verdict(report: Any, gate: Any, *, quiet: bool) -> None:
+    s = report.summary
+    rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.1%}"
+    line = (
+        f"{s.passed_tasks}/{s.tasks} tasks passed, pass rate {rate} over {s.trials} trials, "
+        f"{s.errors} errors — run {report.run.id}"
+    )
+    click.echo(line)
+    if not gate.passed:
+        for reason in gate.reasons:
+            click.echo(f"gate failed: {reason}", err=True)

@@ -1,0 +1,67 @@
+from pathlib import Path
+
+import pytest
+
+from trialkit.loaders import TargetError, load_suite
+
+ONE = """
+from trialkit import Suite, Task
+suite = Suite(id="one", tasks=[Task(id="t", input="x")], harness=lambda p: p)
+alias = suite
+"""
+
+TWO = """
+from trialkit import Suite, Task
+a = Suite(id="a", tasks=[Task(id="t", input="x")])
+b = Suite(id="b", tasks=[Task(id="t", input="x")])
+def make():
+    return Suite(id="made", tasks=[Task(id="t", input="x")])
+number = 3
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "one.py").write_text(ONE)
+    (tmp_path / "two.py").write_text(TWO)
+    (tmp_path / "none.py").write_text("x = 1\n")
+    (tmp_path / "broken.py").write_text("raise RuntimeError('oops')\n")
+    (tmp_path / "badtask.py").write_text(
+        "from trialkit import Task\nTask(id='t', input='x', trials=0)\n"
+    )
+    return tmp_path
+
+
+def test_file_with_one_suite(files: Path) -> None:
+    assert load_suite(str(files / "one.py")).id == "one"
+
+
+def test_named_suite_and_factory(files: Path) -> None:
+    assert load_suite(f"{files / 'two.py'}:b").id == "b"
+    assert load_suite(f"{files / 'two.py'}:make").id == "made"
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("two.py", "defines 2 suites (a, b); pick one with"),
+        ("none.py", "defines no trialkit.Suite at module level"),
+        ("two.py:missing", "has no attribute 'missing'"),
+        ("two.py:number", "is a int, not a trialkit.Suite"),
+        ("broken.py", "import failed: RuntimeError: oops"),
+        ("badtask.py", "import failed: SuiteError: task 't': trials: must be a whole number"),
+        ("absent.py", "absent.py: no such file"),
+        ("suite.yaml", "YAML/JSON suite files are not supported"),
+    ],
+)
+def test_bad_targets(files: Path, target: str, message: str) -> None:
+    with pytest.raises(TargetError) as info:
+        load_suite(str(files / target))
+    assert message in str(info.value)
+
+
+def test_module_targets() -> None:
+    with pytest.raises(TargetError, match="no such module"):
+        load_suite("not_a_module_anywhere:suite")
+    with pytest.raises(TargetError, match="has no attribute 'nope'"):
+        load_suite("trialkit:nope")

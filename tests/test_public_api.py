@@ -1,0 +1,50 @@
+"""The public API is a promise: changing these lists is a deliberate, reviewed act."""
+
+import trialkit
+import trialkit.graders
+import trialkit.harness
+
+
+def test_top_level_exports() -> None:
+    assert sorted(trialkit.__all__) == [
+        "Artifact", "Assertion", "Environment", "ErrorInfo", "FileChange", "GradeContext",
+        "Grader", "Harness", "Message", "ModelCall", "Outcome", "Reply", "Report", "Runner",
+        "Score", "Session", "Suite", "SuiteError", "SuiteKind", "Task", "ToolCall", "Transcript",
+        "Trial", "TrialContext", "TrialStatus", "Turns", "Usage", "Verdict", "WorkspaceDiff",
+        "__version__", "current_recorder", "grader", "graders", "run_sync",
+    ]
+
+
+def test_graders_exports() -> None:
+    assert sorted(trialkit.graders.__all__) == [
+        "FunctionGrader", "GradeContext", "Grader", "GraderLike", "GraderResult",
+        "agent_failed", "all_of", "any_of", "as_grader", "contains", "equals", "grader",
+        "matches", "not_contains", "parse_json_output", "predicate", "shared", "valid_json",
+        "weighted",
+    ]
+
+
+def test_harness_exports() -> None:
+    assert sorted(trialkit.harness.__all__) == [
+        "FunctionHarness", "Harness", "HarnessLike", "Reply", "Session", "SessionHarness",
+        "TrialContext", "as_harness",
+    ]
+
+
+def test_every_export_exists() -> None:
+    for module in (trialkit, trialkit.graders, trialkit.harness):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
+
+
+def test_importing_trialkit_imports_no_heavy_optional_modules() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, trialkit; "
+        "heavy = [m for m in ('openai', 'anthropic', 'sqlalchemy', 'rich', 'click') "
+        "if m in sys.modules]; print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
