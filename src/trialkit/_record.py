@@ -6,9 +6,23 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Record(BaseModel):
-    """A pydantic model that rejects unknown fields, so a typo in a file is an error."""
+    """A pydantic model that rejects unknown fields, so a typo in a file is an error, and
+    NaN or infinite numbers, which no report could aggregate honestly."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def clean_text(text: str) -> str:
+    """`text` with lone surrogates replaced by U+FFFD, so it can always be encoded as UTF-8.
+
+    Agent output decoded with `surrogateescape` (subprocesses) or produced by a broken model
+    carries them, and no store, JSON or XML writer can write them.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 class ErrorInfo(Record):
@@ -27,8 +41,8 @@ class ErrorInfo(Record):
 
         return cls(
             type=type(exc).__name__,
-            message=str(exc) or type(exc).__name__,
-            traceback="".join(traceback.format_exception(exc)),
+            message=clean_text(str(exc) or type(exc).__name__),
+            traceback=clean_text("".join(traceback.format_exception(exc))),
             phase=phase,
         )
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from trialkit.store import Store
 
 DEFAULT_CONCURRENCY = 10
-_FLUSH_EVERY_S = 0.05
+_MAX_PENDING = 256
 
 
 class EmptySelection(SuiteError):
@@ -178,7 +178,7 @@ class Runner:
             for item, index in queue:
                 trial = await trial_runner.run(item, index)
                 results[item.task.id].append(TrialResult.from_trial(trial))
-                writer.add(trial)
+                await writer.put(trial)
                 self.finished += 1
                 if self.progress is not None:
                     self.progress.advance(trial)
@@ -206,19 +206,28 @@ class Runner:
 
 
 class _TrialWriter:
-    """Commits finished trials in small batches from a worker thread (group commit)."""
+    """Commits finished trials from a worker thread, in batches of what finished meanwhile.
 
-    def __init__(self, store: Store | None) -> None:
+    Trials wait in memory only until the thread is free again (group commit), and at most
+    `max_pending` of them: past that, workers wait for the writer, so memory stays flat
+    however fast trials finish.
+    """
+
+    def __init__(self, store: Store | None, max_pending: int = _MAX_PENDING) -> None:
         self.store = store
+        self.max_pending = max_pending
         self.pending: list[Trial] = []
         self.closed = False
         self.wake = anyio.Event()
+        self.drained = anyio.Event()
 
-    def add(self, trial: Trial) -> None:
+    async def put(self, trial: Trial) -> None:
         if self.store is None:
             return
         self.pending.append(trial)
         self.wake.set()
+        while len(self.pending) >= self.max_pending:
+            await self.drained.wait()
 
     def close(self) -> None:
         self.closed = True
@@ -232,12 +241,13 @@ class _TrialWriter:
             await self.wake.wait()
             self.wake = anyio.Event()
             batch, self.pending = self.pending, []
+            self.drained.set()
+            self.drained = anyio.Event()
             if batch:
                 # Not abandoned on cancel: a batch in flight is committed before Ctrl-C lands.
                 await anyio.to_thread.run_sync(store.save_trials, batch)
             if self.closed and not self.pending:
                 return
-            await anyio.sleep(_FLUSH_EVERY_S)
 
     def flush_now(self) -> None:
         if self.store is not None and self.pending:

@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from trialkit._record import clean_text
 from trialkit.harness.base import Harness, HarnessLike, Reply, Session, TrialContext
 from trialkit.transcript import Message
 
@@ -17,9 +18,13 @@ from trialkit.transcript import Message
 def to_reply(result: object, *, source: str) -> Reply:
     """Normalise what agent code returned: a string, a `Reply`, `None`, or JSON-able data."""
     if isinstance(result, Reply):
+        if result.output is not None:
+            result.output = clean_text(result.output)
+        if result.error is not None:
+            result.error = clean_text(result.error)
         return result
     if isinstance(result, str):
-        return Reply(output=result)
+        return Reply(output=clean_text(result))
     if result is None:
         return Reply(output=None)
     if isinstance(result, dict | list | int | float | bool):

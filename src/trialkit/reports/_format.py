@@ -14,6 +14,7 @@ from trialkit._record import ErrorInfo
 from trialkit.report import Report, Summary, TaskReport, TrialResult
 from trialkit.score import Assertion, Score, Verdict
 from trialkit.transcript import Usage
+from trialkit.trial import TrialStatus
 
 NA = "n/a"
 
@@ -24,13 +25,19 @@ WORDS = {
     Verdict.UNKNOWN: "unknown",
 }
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def escape_controls(text: str) -> str:
     """Show control characters as `\\xNN` so an ANSI escape in model output cannot restyle,
-    move or clear the reader's terminal, and a NUL cannot truncate a CI log."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    move or clear the reader's terminal, and a NUL cannot truncate a CI log. Lone surrogates
+    become `\\udNNN` because no UTF-8 file or terminal can take them."""
+    return _CONTROL.sub(_escape_one, text.replace("\r\n", "\n"))
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def truncate(text: str, limit: int) -> str:
@@ -152,7 +159,8 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
 def _flakiness(summary: Summary) -> str:
     if summary.flakiness_rate is None:
         return NA
-    return f"{percent(summary.flakiness_rate)} ({summary.flaky_tasks} flaky tasks)"
+    n = summary.flaky_tasks
+    return f"{percent(summary.flakiness_rate)} ({n} flaky task{'' if n == 1 else 's'})"
 
 
 def pass_k_note(report: Report) -> str | None:
@@ -190,6 +198,43 @@ def non_passing_trials(task: TaskReport) -> list[TrialResult]:
     return [r for r in task.results if r.verdict is not Verdict.PASS]
 
 
+def group_trials(results: list[TrialResult]) -> list[list[TrialResult]]:
+    """Trials that went wrong the same way (verdict, error, checks, output), in trial order.
+
+    A task that fails identically on all its trials is then shown once, not n times, which
+    keeps a report of a broken suite readable and under CI size limits.
+    """
+    groups: dict[str, list[TrialResult]] = {}
+    for result in results:
+        groups.setdefault(_likeness(result), []).append(result)
+    return list(groups.values())
+
+
+def _likeness(result: TrialResult) -> str:
+    error = result.error
+    return repr(
+        (
+            result.verdict,
+            result.status,
+            result.failed,
+            None if error is None else (error.type, error.message, error.phase),
+            [(s.name, s.verdict, score_reason(s), s.assertions) for s in result.scores],
+            result.output,
+        )
+    )
+
+
+def trial_label(group: list[TrialResult]) -> str:
+    numbers = ", ".join(f"#{r.trial}" for r in group)
+    return f"Trial {numbers}" if len(group) == 1 else f"Trials {numbers}"
+
+
+def group_seconds(group: list[TrialResult]) -> str:
+    low = min(r.duration_s for r in group)
+    high = max(r.duration_s for r in group)
+    return seconds(low) if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}–{high:.2f} s"
+
+
 def non_passing_checks(result: TrialResult) -> list[Score]:
     return [s for s in result.scores if s.verdict is not Verdict.PASS]
 
@@ -215,7 +260,7 @@ def error_text(error: ErrorInfo) -> str:
 def trial_notes(result: TrialResult) -> list[str]:
     """Facts about a trial that its checks do not say."""
     notes = []
-    if result.status.value != "completed":
+    if result.status is not TrialStatus.COMPLETED:
         notes.append(f"status {result.status.value}")
     if result.failed:
         notes.append("the agent reported failure")

@@ -1,0 +1,60 @@
+"""Write docs/cli.md from the commands' own --help, so the reference never drifts.
+
+    python scripts/gen_cli_docs.py          # rewrite docs/cli.md
+    python scripts/gen_cli_docs.py --check  # exit 1 if docs/cli.md is stale (tests run this)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from trialkit.cli.main import cli
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+
+HEADER = """# Command-line reference
+
+Generated from `trialkit --help` by `scripts/gen_cli_docs.py`; do not edit by hand.
+
+Every command prints expected errors as one line on standard error (`--debug` shows the
+traceback). Exit codes of `trialkit run`:
+
+| code | meaning |
+|---|---|
+| 0 | the gate passed |
+| 1 | the gate failed: a regression task did not pass, or the pass rate is under `--min-pass-rate` |
+| 2 | bad usage or a bad suite: nothing ran (an empty task selection is exit 2) |
+| 3 | more trials errored than `--fail-on-error` allows (default: none) |
+| 130 | interrupted: the trials that finished are stored |
+
+When both apply, 3 wins over 1: a run whose trials errored cannot be trusted to have passed.
+"""
+
+
+def render() -> str:
+    parts = [HEADER]
+    root = click.Context(cli, info_name="trialkit", terminal_width=100, max_content_width=100)
+    parts.append(f"## trialkit\n\n```text\n{cli.get_help(root)}\n```\n")
+    for name in sorted(cli.commands):  # type: ignore[attr-defined]
+        command = cli.commands[name]  # type: ignore[attr-defined]
+        ctx = click.Context(command, info_name=name, parent=root,
+                            terminal_width=100, max_content_width=100)
+        parts.append(f"## trialkit {name}\n\n```text\n{command.get_help(ctx)}\n```\n")
+    return "\n".join(parts)
+
+
+def main() -> None:
+    text = render()
+    if "--check" in sys.argv:
+        if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
+            print(f"{DOC} is stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
+            sys.exit(1)
+        return
+    DOC.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

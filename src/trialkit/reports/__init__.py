@@ -1,0 +1,15 @@
+"""Renderers of a `Report`: terminal, Markdown, JSON and JUnit XML."""
+
+from trialkit.reports.json import ReportFormatError, load_json_report, render_json
+from trialkit.reports.junit import render_junit
+from trialkit.reports.markdown import render_markdown
+from trialkit.reports.terminal import render_terminal
+
+__all__ = [
+    "ReportFormatError",
+    "load_json_report",
+    "render_json",
+    "render_junit",
+    "render_markdown",
+    "render_terminal",
+]

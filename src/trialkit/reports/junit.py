@@ -1,0 +1,188 @@
+"""The JUnit XML report, valid against Jenkins' junit-10.xsd (what CI test reporters read).
+
+One `<testcase>` per task, classname = suite id, name = task id, time = the sum of its trials'
+durations. The task's verdict decides the element, keeping fail and error apart:
+
+- fail → `<failure>`, error → `<error>` (type = the exception's class).
+- unknown → `<skipped>`: a judge could not tell, so the task is neither passed nor failed, and
+  counting it as either would be a claim the run did not make.
+- pass → no result element; when some of its trials did not pass (a capability task passes on
+  one good trial) each of those becomes a `<flakyFailure>` / `<flakyError>`, Surefire's way of
+  saying "passed, but not every time", which Jenkins shows and other readers ignore.
+
+Every message starts with "k/n trials passed". Every string is sanitised first: ElementTree
+writes the characters XML 1.0 forbids (most C0 controls, lone surrogates, U+FFFE, U+FFFF) and
+produces a file no parser reads.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from trialkit.report import Report, TaskReport, TrialResult
+from trialkit.reports import _format as f
+from trialkit.score import Assertion, Verdict
+
+OUTPUT_EXCERPT_CHARS = 1000
+MESSAGE_CHARS = 300
+
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+_RESULT_TAG = {Verdict.FAIL: "failure", Verdict.ERROR: "error", Verdict.UNKNOWN: "skipped"}
+
+
+def xml_safe(text: str) -> str:
+    """Text XML 1.0 can carry: control characters shown as `\\xNN` (as in the other reports),
+    U+FFFE and U+FFFF as `\\uXXXX`."""
+    return _XML_FORBIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", f.escape_controls(text))
+
+
+def render_junit(report: Report) -> str:
+    s = report.summary
+    time = _seconds(s.duration_s if s.duration_s is not None else _total_time(report))
+    counts = {
+        "tests": str(s.tasks),
+        "failures": str(s.failed_tasks),
+        "errors": str(s.error_tasks),
+    }
+    root = ET.Element("testsuites", {"name": "trialkit", **counts, "time": time})
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        {
+            "name": xml_safe(report.suite.id),
+            **counts,
+            "skipped": str(s.unknown_tasks),
+            "time": time,
+            "timestamp": report.run.started_at.isoformat(),
+        },
+    )
+    properties = ET.SubElement(suite, "properties")
+    for name, value in _properties(report):
+        ET.SubElement(properties, "property", {"name": name, "value": xml_safe(value)})
+    for task in report.tasks:
+        suite.append(_testcase(report.suite.id, task))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+
+
+def _properties(report: Report) -> list[tuple[str, str]]:
+    props = [("trialkit.run_id", report.run.id)]
+    if report.run.name:
+        props.append(("trialkit.run_name", report.run.name))
+    props.append(("trialkit.suite_kind", report.suite.kind.value))
+    return props
+
+
+def _seconds(value: float) -> str:
+    return f"{max(value, 0.0):.3f}"
+
+
+def _task_time(task: TaskReport) -> float:
+    return sum(r.duration_s for r in task.results)
+
+
+def _total_time(report: Report) -> float:
+    return sum(_task_time(t) for t in report.tasks)
+
+
+def _testcase(suite_id: str, task: TaskReport) -> ET.Element:
+    case = ET.Element(
+        "testcase",
+        {
+            "classname": xml_safe(suite_id),
+            "name": xml_safe(task.id),
+            "time": _seconds(_task_time(task)),
+        },
+    )
+    groups = f.group_trials(f.non_passing_trials(task))
+    if task.verdict is Verdict.PASS:
+        for group in groups:
+            tag = "flakyError" if group[0].verdict is Verdict.ERROR else "flakyFailure"
+            element = ET.SubElement(case, tag, _attributes(task, group[0]))
+            element.text = xml_safe(_trial_text(group))
+    else:
+        first = groups[0][0] if groups else None
+        element = ET.SubElement(case, _RESULT_TAG[task.verdict], _attributes(task, first))
+        element.text = xml_safe("\n\n".join(_trial_text(g) for g in groups))
+    return case
+
+
+def _attributes(task: TaskReport, first: TrialResult | None) -> dict[str, str]:
+    message = f"{f.trials_passed(task)} trials passed"
+    breakdown = [
+        f"{n} {f.COUNT_WORDS[v]}"
+        for v, n in f.Counts(task.passed, task.failed, task.errors, task.unknown).items()
+        if v is not Verdict.PASS and n
+    ]
+    if breakdown:
+        message += f" ({', '.join(breakdown)})"
+    if first is not None:
+        message += f"; trial #{first.trial}: {_reason(first)}"
+    message = f.truncate(" ".join(message.split()), MESSAGE_CHARS)
+    return {"message": xml_safe(message), "type": xml_safe(_type(first))}
+
+
+def _type(first: TrialResult | None) -> str:
+    """The exception's class for an error, like a test framework's; otherwise the verdict."""
+    if first is None:
+        return "error"
+    if first.verdict is Verdict.ERROR:
+        if first.error is not None:
+            return first.error.type
+        for score in first.scores:
+            if score.error is not None:
+                return score.error.type
+    return f.WORDS[first.verdict]
+
+
+def _reason(result: TrialResult) -> str:
+    if result.error is not None:
+        return f.error_text(result.error)
+    for score in f.non_passing_checks(result):
+        reason = f.score_reason(score)
+        return f"{score.name}: {reason}" if reason else f"{score.name} {f.WORDS[score.verdict]}"
+    return f.WORDS[result.verdict]
+
+
+def _trial_text(group: list[TrialResult]) -> str:
+    result = group[0]
+    label = f.trial_label(group).lower()
+    head = f"{label}: {f.WORDS[result.verdict]} ({f.group_seconds(group)})"
+    notes = f.trial_notes(result)
+    if notes:
+        head += f"; {', '.join(notes)}"
+    lines = [head]
+    if result.error is not None:
+        lines.append(f"  error: {f.error_text(result.error)}")
+        if result.error.traceback:
+            lines += _indent(result.error.traceback.rstrip("\n"), 4)
+    for score in f.non_passing_checks(result):
+        lines.append(_check_line(score.name, score.verdict, f.score_reason(score), 2))
+        lines += _assertion_lines(score.assertions, 4)
+    if result.output is None:
+        lines.append("  no output")
+    else:
+        lines.append("  output:")
+        lines += _indent(f.truncate(result.output, OUTPUT_EXCERPT_CHARS), 4)
+    return "\n".join(lines)
+
+
+def _check_line(name: str, verdict: Verdict, reason: str | None, depth: int) -> str:
+    line = f"{' ' * depth}{f.WORDS[verdict]} {name or '(unnamed)'}"
+    if reason:
+        line += f": {reason}"
+    return line.replace("\n", "\n" + " " * (depth + 2))
+
+
+def _assertion_lines(assertions: list[Assertion], depth: int) -> list[str]:
+    lines = []
+    for a in f.non_passing_assertions(assertions):
+        lines.append(_check_line(a.name, a.verdict, a.rationale, depth))
+        lines += _assertion_lines(a.assertions, depth + 2)
+    return lines
+
+
+def _indent(text: str, depth: int) -> list[str]:
+    return [" " * depth + line for line in text.split("\n")]

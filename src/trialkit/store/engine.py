@@ -1,0 +1,65 @@
+"""The SQLAlchemy engine behind a store, with the SQLite settings that let processes share it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.exc import NoSuchModuleError
+from sqlalchemy.pool import StaticPool
+
+from trialkit.store.errors import StoreError
+from trialkit.store.urls import is_sqlite_memory, mask_url, parse_url, prepare_sqlite_folder
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite connection waits for another writer before giving up."""
+WRITE_OPTION = "trialkit_write"
+"""Execution option marking a connection that will write (SQLite then begins IMMEDIATE)."""
+
+
+def create_store_engine(url: str) -> Engine:
+    """An engine for `url`; connecting is left to the caller (errors surface there)."""
+    parsed = parse_url(url)
+    kwargs: dict[str, Any] = {}
+    sqlite = parsed.get_backend_name() == "sqlite"
+    if sqlite:
+        prepare_sqlite_folder(url)
+        if is_sqlite_memory(parsed):
+            # One shared connection, or every pooled connection would see its own empty database.
+            kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except NoSuchModuleError:
+        raise StoreError(f"unknown database kind in store URL {mask_url(url)}") from None
+    except ImportError as exc:
+        hint = "install it"
+        if parsed.get_backend_name() == "postgresql":
+            hint = "run: pip install 'trialkit[postgres]'"
+        raise StoreError(
+            f"the database driver for {mask_url(url)} is not installed ({exc.name or exc}); {hint}"
+        ) from None
+    if sqlite:
+        event.listen(engine, "connect", _configure_sqlite)
+        event.listen(engine, "begin", _begin_sqlite)
+    return engine
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    # trialkit emits BEGIN itself (see `_begin_sqlite`): the sqlite3 module's own transaction
+    # handling never begins before SELECT or DDL, which breaks transactional migrations.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _begin_sqlite(conn: Connection) -> None:
+    # A writer takes the write lock up front: a read transaction upgraded to a write one fails
+    # at once (without waiting for the busy timeout) when another process wrote in between.
+    immediate = conn.get_execution_options().get(WRITE_OPTION, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

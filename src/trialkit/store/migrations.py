@@ -1,0 +1,171 @@
+"""Append-only, recorded migrations of the store's schema.
+
+Each migration is a function `mNNN_what(conn)` that runs inside the transaction that records
+it in `trialkit_migrations`. A shipped migration is never edited: change the schema by adding
+the next one to `MIGRATIONS` (and updating `schema.py` to match). A store that records a
+migration this version does not know was written by a newer trialkit and is not opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Engine,
+    Float,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+    text,
+)
+
+from trialkit.store import schema
+from trialkit.store.engine import WRITE_OPTION
+from trialkit.store.errors import StoreError
+
+Migration = Callable[[Connection], None]
+
+# Serializes migrations between processes on PostgreSQL (SQLite's BEGIN IMMEDIATE already does).
+_PG_MIGRATION_LOCK = 0x747269616C6B6974
+
+
+def m001_initial(conn: Connection) -> None:
+    """Runs, their planned tasks, trials, and one row per score."""
+    md = MetaData()
+    Table(
+        "runs",
+        md,
+        Column("id", String, primary_key=True),
+        Column("name", String),
+        Column("suite_id", String, nullable=False),
+        Column("suite_kind", String, nullable=False),
+        Column("suite_description", Text),
+        Column("status", String, nullable=False),
+        Column("started_at", String(32), nullable=False),
+        Column("finished_at", String(32)),
+        Column("config", Text, nullable=False),
+        Column("schema_version", Integer, nullable=False),
+        Index("ix_runs_started_at", "started_at"),
+        Index("ix_runs_name", "name", "started_at"),
+    )
+    Table(
+        "run_tasks",
+        md,
+        Column("run_id", String, primary_key=True),
+        Column("task_id", String, primary_key=True),
+        Column("position", Integer, nullable=False),
+        Column("kind", String, nullable=False),
+        Column("expect", String, nullable=False),
+        Column("tags", Text, nullable=False),
+        ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
+    )
+    Table(
+        "trials",
+        md,
+        Column("run_id", String, primary_key=True),
+        Column("task_id", String, primary_key=True),
+        Column("idx", Integer, primary_key=True),
+        Column("schema_version", Integer, nullable=False),
+        Column("status", String, nullable=False),
+        Column("verdict", String, nullable=False),
+        Column("expect", String, nullable=False),
+        Column("model", String),
+        Column("output", Text),
+        Column("failed", Boolean, nullable=False),
+        Column("error", Text),
+        Column("duration_s", Float, nullable=False),
+        Column("started_at", String(32), nullable=False),
+        Column("input_tokens", Integer, nullable=False),
+        Column("output_tokens", Integer, nullable=False),
+        Column("cost_usd", Float),
+        Column("usage", Text, nullable=False),
+        Column("transcript", Text, nullable=False),
+        Column("outcome", Text, nullable=False),
+        Column("scores", Text, nullable=False),
+        ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
+        Index("ix_trials_run_verdict", "run_id", "verdict"),
+    )
+    Table(
+        "scores",
+        md,
+        Column("run_id", String, primary_key=True),
+        Column("task_id", String, primary_key=True),
+        Column("trial_idx", Integer, primary_key=True),
+        Column("position", Integer, primary_key=True),
+        Column("name", String, nullable=False),
+        Column("verdict", String, nullable=False),
+        Column("value", Float),
+        Column("rationale", Text),
+        ForeignKeyConstraint(
+            ["run_id", "task_id", "trial_idx"],
+            ["trials.run_id", "trials.task_id", "trials.idx"],
+            ondelete="CASCADE",
+        ),
+        Index("ix_scores_run_name", "run_id", "name"),
+    )
+    md.create_all(conn, checkfirst=False)
+
+
+MIGRATIONS: Sequence[Migration] = (m001_initial,)
+"""Every migration, in the order they apply. Append only."""
+
+
+def migrate(engine: Engine, *, where: str, migrations: Sequence[Migration] = MIGRATIONS) -> None:
+    """Apply the migrations `engine`'s database has not recorded yet.
+
+    `where` names the store in messages. Cheap when nothing is pending: one read, no lock.
+    """
+    names = [m.__name__ for m in migrations]
+    with engine.connect() as conn:
+        applied = _applied(conn)
+    _check_known(applied, names, where)
+    if set(names) <= applied:
+        return
+    with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+        schema.migrations.create(conn, checkfirst=True)
+        applied = _applied(conn)  # again, now under the lock: another process may have migrated
+        _check_known(applied, names, where)
+        for migration in migrations:
+            if migration.__name__ in applied:
+                continue
+            migration(conn)
+            conn.execute(
+                schema.migrations.insert().values(
+                    name=migration.__name__,
+                    applied_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+                )
+            )
+
+
+def applied_migrations(conn: Connection) -> list[str]:
+    """The names of the recorded migrations, in the order they were applied."""
+    if not inspect(conn).has_table(schema.migrations.name):
+        return []
+    table = schema.migrations
+    rows = conn.execute(select(table.c.name).order_by(table.c.applied_at, table.c.name))
+    return list(rows.scalars())
+
+
+def _applied(conn: Connection) -> set[str]:
+    return set(applied_migrations(conn))
+
+
+def _check_known(applied: set[str], known: list[str], where: str) -> None:
+    unknown = sorted(applied - set(known))
+    if unknown:
+        raise StoreError(
+            f"the store {where} was written by a newer trialkit (unknown migrations: "
+            f"{', '.join(unknown)}); upgrade trialkit to use it"
+        )

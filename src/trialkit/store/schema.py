@@ -1,0 +1,108 @@
+"""The store's tables as the latest migration leaves them; queries are written against these.
+
+The migrations in `migrations.py` create and change the real tables. When a migration changes
+the schema, change these definitions to match (a test compares the two).
+
+Datetimes are ISO 8601 text in UTC with microseconds (`2025-01-31T12:00:00.000000+00:00`): it
+sorts in time order on every database and round-trips exactly. JSON is stored as text.
+`trials.outcome` holds the outcome without its `output`, which is the `trials.output` column.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+migrations = Table(
+    "trialkit_migrations",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("applied_at", String(32), nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String),
+    Column("suite_id", String, nullable=False),
+    Column("suite_kind", String, nullable=False),
+    Column("suite_description", Text),
+    Column("status", String, nullable=False),
+    Column("started_at", String(32), nullable=False),
+    Column("finished_at", String(32)),
+    Column("config", Text, nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Index("ix_runs_started_at", "started_at"),
+    Index("ix_runs_name", "name", "started_at"),
+)
+
+run_tasks = Table(
+    "run_tasks",
+    metadata,
+    Column("run_id", String, primary_key=True),
+    Column("task_id", String, primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("kind", String, nullable=False),
+    Column("expect", String, nullable=False),
+    Column("tags", Text, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
+)
+
+trials = Table(
+    "trials",
+    metadata,
+    Column("run_id", String, primary_key=True),
+    Column("task_id", String, primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("schema_version", Integer, nullable=False),
+    Column("status", String, nullable=False),
+    Column("verdict", String, nullable=False),
+    Column("expect", String, nullable=False),
+    Column("model", String),
+    Column("output", Text),
+    Column("failed", Boolean, nullable=False),
+    Column("error", Text),
+    Column("duration_s", Float, nullable=False),
+    Column("started_at", String(32), nullable=False),
+    Column("input_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("cost_usd", Float),
+    Column("usage", Text, nullable=False),
+    Column("transcript", Text, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("scores", Text, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
+    Index("ix_trials_run_verdict", "run_id", "verdict"),
+)
+
+scores = Table(
+    "scores",
+    metadata,
+    Column("run_id", String, primary_key=True),
+    Column("task_id", String, primary_key=True),
+    Column("trial_idx", Integer, primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("name", String, nullable=False),
+    Column("verdict", String, nullable=False),
+    Column("value", Float),
+    Column("rationale", Text),
+    ForeignKeyConstraint(
+        ["run_id", "task_id", "trial_idx"],
+        ["trials.run_id", "trials.task_id", "trials.idx"],
+        ondelete="CASCADE",
+    ),
+    Index("ix_scores_run_name", "run_id", "name"),
+)

@@ -1,0 +1,397 @@
+"""`Store`: where runs, trials, transcripts and scores live."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+
+from trialkit._record import Record
+from trialkit.report import (
+    OUTPUT_PREVIEW_CHARS,
+    Report,
+    RunInfo,
+    SuiteInfo,
+    TaskPlan,
+    TrialResult,
+    build_report,
+)
+from trialkit.score import Verdict
+from trialkit.store import rows, schema
+from trialkit.store.engine import WRITE_OPTION, create_store_engine
+from trialkit.store.errors import AmbiguousRun, RunNotFound, StoreError, TrialNotFound
+from trialkit.store.migrations import migrate
+from trialkit.store.schema import run_tasks, runs, scores, trials
+from trialkit.store.urls import mask_url, resolve_store_url
+from trialkit.task import SuiteKind
+from trialkit.trial import Trial
+
+_CANDIDATES_SHOWN = 10
+_STREAM_BATCH = 200
+_KEYS_PER_QUERY = 500
+
+
+class RunSummary(Record):
+    """One line of `trialkit runs`: a run and its counts, computed by the database."""
+
+    id: str
+    name: str | None
+    suite_id: str
+    suite_kind: SuiteKind
+    status: Literal["running", "completed", "interrupted"]
+    started_at: datetime
+    finished_at: datetime | None
+    tasks: int
+    """Tasks planned for the run."""
+    trials: int
+    """Trials stored so far."""
+    passed: int
+    failed: int
+    errors: int
+    pass_rate: float | None
+    """Passed trials over decided (passed or failed) trials; `None` when none was decided."""
+
+
+class Store:
+    """A SQLAlchemy database (SQLite by default) holding runs and their trials.
+
+    Safe to share between threads; several processes may write to one SQLite file. Use it as a
+    context manager, or call `close()`.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = mask_url(url)
+        """The store's URL, with any password hidden."""
+        self._closed = False
+        self._engine: Engine = create_store_engine(url)
+        self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
+        try:
+            migrate(self._engine, where=self.url)
+        except StoreError:
+            self._engine.dispose()
+            raise
+        except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
+            self._engine.dispose()
+            raise StoreError(f"cannot open the store {self.url}: {_reason(exc)}") from None
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Store:
+        """The store at `url`, else `$TRIALKIT_STORE`, else `.trialkit/trialkit.db`."""
+        return cls(resolve_store_url(url))
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._engine.dispose()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def create_run(self, run: RunInfo, suite: SuiteInfo, plans: Sequence[TaskPlan]) -> None:
+        """Record a new run with its suite and planned tasks (in order)."""
+        run_row = rows.run_row(run, suite)
+        task_rows = rows.task_rows(run.id, plans)
+        with self._write(f"create run {run.id!r}") as conn:
+            if conn.scalar(select(runs.c.id).where(runs.c.id == run.id)) is not None:
+                raise StoreError(f"run {run.id!r} already exists in the store {self.url}")
+            conn.execute(insert(runs), run_row)
+            if task_rows:
+                conn.execute(insert(run_tasks), task_rows)
+
+    def save_trials(self, trials: Sequence[Trial]) -> None:
+        """Save trials in one transaction; a trial already stored (same run, task, index) is
+        replaced, so a resumed run can retry an errored trial."""
+        latest = {(t.run_id, t.task_id, t.index): t for t in trials}
+        if not latest:
+            return
+        trial_rows = [rows.trial_row(t) for t in latest.values()]
+        score_rows = [row for t in latest.values() for row in rows.score_rows(t)]
+        by_run: dict[str, list[tuple[str, int]]] = {}
+        for run_id, task_id, index in latest:
+            by_run.setdefault(run_id, []).append((task_id, index))
+        with self._write(f"save trials of run {', '.join(map(repr, by_run))}") as conn:
+            stored = _stored_keys(conn, by_run)
+            if stored:
+                conn.execute(_DELETE_SCORES, stored)
+                conn.execute(_DELETE_TRIALS, stored)
+            conn.execute(insert(schema.trials), trial_rows)
+            if score_rows:
+                conn.execute(insert(schema.scores), score_rows)
+
+    def finish_run(self, run: RunInfo) -> None:
+        """Record a run's end: its status, `finished_at` and config."""
+        with self._write(f"finish run {run.id!r}") as conn:
+            result = conn.execute(update(runs).where(runs.c.id == run.id), rows.run_update(run))
+            if result.rowcount == 0:
+                raise RunNotFound(f"no run with id {run.id!r} in the store {self.url}")
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def list_runs(self, limit: int | None = 50) -> list[RunSummary]:
+        """The latest runs, newest first, with counts aggregated by the database."""
+        recent = select(runs).order_by(runs.c.started_at.desc(), runs.c.id.desc())
+        if limit is not None:
+            recent = recent.limit(limit)
+        r = recent.cte("recent")
+        task_counts = (
+            select(run_tasks.c.run_id, func.count().label("tasks"))
+            .select_from(r.join(run_tasks, run_tasks.c.run_id == r.c.id))
+            .group_by(run_tasks.c.run_id)
+            .subquery("task_counts")
+        )
+        trial_counts = (
+            select(
+                trials.c.run_id,
+                func.count().label("trials"),
+                *(_count_verdict(v).label(v.value) for v in (Verdict.PASS, Verdict.FAIL)),
+                _count_verdict(Verdict.ERROR).label("errors"),
+            )
+            .select_from(r.join(trials, trials.c.run_id == r.c.id))
+            .group_by(trials.c.run_id)
+            .subquery("trial_counts")
+        )
+        query = (
+            select(
+                r,
+                func.coalesce(task_counts.c.tasks, 0).label("tasks"),
+                func.coalesce(trial_counts.c.trials, 0).label("trials"),
+                func.coalesce(trial_counts.c["pass"], 0).label("passed"),
+                func.coalesce(trial_counts.c["fail"], 0).label("failed"),
+                func.coalesce(trial_counts.c.errors, 0).label("errors"),
+            )
+            .select_from(
+                r.outerjoin(task_counts, task_counts.c.run_id == r.c.id).outerjoin(
+                    trial_counts, trial_counts.c.run_id == r.c.id
+                )
+            )
+            .order_by(r.c.started_at.desc(), r.c.id.desc())
+        )
+        with self._read("list runs") as conn:
+            return [_summary(row) for row in conn.execute(query)]
+
+    def resolve_run(self, ref: str) -> str:
+        """The id of the run `ref` names: an id, a unique id prefix, or a run name (the latest
+        run with that name). A prefix of several ids that is no run's name is ambiguous."""
+        if not ref:
+            raise RunNotFound("no run given: name a run by its id, an id prefix or its name")
+        prefix = func.substr(runs.c.id, 1, len(ref)) == ref
+        latest = (runs.c.started_at.desc(), runs.c.id.desc())
+        with self._read(f"find run {ref!r}") as conn:
+            if conn.scalar(select(runs.c.id).where(runs.c.id == ref)) is not None:
+                return ref
+            matches = conn.execute(
+                select(runs.c.id, runs.c.name)
+                .where(prefix)
+                .order_by(*latest)
+                .limit(_CANDIDATES_SHOWN + 1)
+            ).all()
+            if len(matches) == 1:
+                return str(matches[0].id)
+            named = conn.scalar(
+                select(runs.c.id).where(runs.c.name == ref).order_by(*latest).limit(1)
+            )
+        if named is not None:
+            return str(named)
+        if matches:
+            shown = [m.id if m.name is None else f"{m.id} ({m.name})" for m in matches]
+            if len(shown) > _CANDIDATES_SHOWN:
+                shown[_CANDIDATES_SHOWN:] = ["…"]
+            raise AmbiguousRun(
+                f"run {ref!r} is ambiguous: it starts the ids of {', '.join(shown)}; "
+                "give more of the id"
+            )
+        raise RunNotFound(
+            f"no run matches {ref!r} (by id, id prefix or name) in the store {self.url}; "
+            "`trialkit runs` lists the runs"
+        )
+
+    def load_report(self, run_id: str) -> Report:
+        """The report of a run, rebuilt from its stored trials (not their transcripts)."""
+        results_query = (
+            select(
+                trials.c.task_id,
+                trials.c.idx,
+                trials.c.verdict,
+                trials.c.status,
+                trials.c.scores,
+                func.substr(trials.c.output, 1, OUTPUT_PREVIEW_CHARS + 1).label("output"),
+                trials.c.failed,
+                trials.c.error,
+                trials.c.duration_s,
+                trials.c.usage,
+                trials.c.cost_usd,
+            )
+            .where(trials.c.run_id == run_id)
+            .order_by(trials.c.task_id, trials.c.idx)
+        )
+        with self._read(f"load the report of run {run_id!r}") as conn:
+            run_row = self._run_row(conn, run_id)
+            plans = [
+                rows.task_plan(row)
+                for row in conn.execute(
+                    select(run_tasks)
+                    .where(run_tasks.c.run_id == run_id)
+                    .order_by(run_tasks.c.position)
+                )
+            ]
+            results: dict[str, list[TrialResult]] = {}
+            for row in conn.execute(results_query):
+                results.setdefault(row.task_id, []).append(rows.trial_result(row))
+        return build_report(rows.run_info(run_row), rows.suite_info(run_row), plans, results)
+
+    def load_trial(self, run_id: str, task_id: str, index: int) -> Trial:
+        """One trial in full, transcript and outcome included."""
+        key = (trials.c.run_id == run_id, trials.c.task_id == task_id, trials.c.idx == index)
+        with self._read(f"load trial {task_id}#{index} of run {run_id!r}") as conn:
+            row = conn.execute(select(trials).where(*key)).one_or_none()
+            if row is None:
+                self._run_row(conn, run_id)
+                raise TrialNotFound(f"run {run_id!r} has no trial {task_id}#{index}")
+        return rows.trial(row)
+
+    def iter_trials(self, run_id: str) -> Iterator[Trial]:
+        """Every trial of a run in full, by task id then index, read in batches."""
+        with self._read(f"read run {run_id!r}") as conn:
+            self._run_row(conn, run_id)
+        return self._stream_trials(run_id)
+
+    def _stream_trials(self, run_id: str) -> Iterator[Trial]:
+        query = (
+            select(trials)
+            .where(trials.c.run_id == run_id)
+            .order_by(trials.c.task_id, trials.c.idx)
+            .execution_options(yield_per=_STREAM_BATCH)
+        )
+        with self._read(f"read the trials of run {run_id!r}") as conn:
+            for row in conn.execute(query):
+                yield rows.trial(row)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _run_row(self, conn: Connection, run_id: str) -> Any:
+        row = conn.execute(select(runs).where(runs.c.id == run_id)).one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id!r} in the store {self.url}")
+        return row
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[Connection]:
+        """A connection in one read transaction (a consistent snapshot), rolled back after."""
+        self._check_open()
+        with self._database_errors(action), self._engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[Connection]:
+        """A connection in one write transaction, committed when the block succeeds."""
+        self._check_open()
+        with self._database_errors(action), self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _database_errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except IntegrityError as exc:
+            raise StoreError(f"cannot {action}: {_reason(exc)}") from None
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot {action} in the store {self.url}: {_reason(exc)}") from None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+
+
+_DELETE_SCORES = delete(scores).where(
+    scores.c.run_id == bindparam("k_run"),
+    scores.c.task_id == bindparam("k_task"),
+    scores.c.trial_idx == bindparam("k_idx"),
+)
+_DELETE_TRIALS = delete(trials).where(
+    trials.c.run_id == bindparam("k_run"),
+    trials.c.task_id == bindparam("k_task"),
+    trials.c.idx == bindparam("k_idx"),
+)
+
+
+def _stored_keys(
+    conn: Connection, by_run: dict[str, list[tuple[str, int]]]
+) -> list[dict[str, Any]]:
+    """The keys among `by_run` already stored (usually none), found with few cheap queries."""
+    found: list[dict[str, Any]] = []
+    for run_id, keys in by_run.items():
+        for start in range(0, len(keys), _KEYS_PER_QUERY):
+            chunk = keys[start : start + _KEYS_PER_QUERY]
+            wanted = set(chunk)
+            # Two plain INs select a superset of the keys (cheaper than a tuple IN); keep the keys.
+            query = select(trials.c.task_id, trials.c.idx).where(
+                trials.c.run_id == run_id,
+                trials.c.task_id.in_(sorted({task for task, _ in chunk})),
+                trials.c.idx.in_(sorted({index for _, index in chunk})),
+            )
+            found.extend(
+                {"k_run": run_id, "k_task": row.task_id, "k_idx": row.idx}
+                for row in conn.execute(query)
+                if (row.task_id, row.idx) in wanted
+            )
+    return found
+
+
+def _count_verdict(verdict: Verdict) -> Any:
+    return func.sum(case((trials.c.verdict == verdict.value, 1), else_=0))
+
+
+def _summary(row: Any) -> RunSummary:
+    decided = row.passed + row.failed
+    return RunSummary.model_validate(
+        {
+            "id": row.id,
+            "name": row.name,
+            "suite_id": row.suite_id,
+            "suite_kind": row.suite_kind,
+            "status": row.status,
+            "started_at": rows.load_datetime(row.started_at),
+            "finished_at": rows.load_optional_datetime(row.finished_at),
+            "tasks": row.tasks,
+            "trials": row.trials,
+            "passed": row.passed,
+            "failed": row.failed,
+            "errors": row.errors,
+            "pass_rate": row.passed / decided if decided else None,
+        }
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of the database's own message, without SQLAlchemy's SQL and parameters."""
+    cause: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
+    lines = str(cause).strip().splitlines()
+    return lines[0] if lines else type(cause).__name__

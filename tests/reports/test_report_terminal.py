@@ -1,0 +1,118 @@
+import io
+
+from inline_snapshot import snapshot
+from rich.console import Console
+
+from trialkit.report import Report
+from trialkit.reports import render_terminal
+from trialkit.score import Score, Verdict
+
+from ._factory import capability_report, make_report, nasty_report, result
+
+
+def render(report: Report, *, details: bool = True) -> str:
+    console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False)
+    render_terminal(report, console, details=details)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def test_capability_report() -> None:
+    assert render(capability_report()) == snapshot("""\
+          trialkit · capitals · capability · run nightly (run-7f3a)
+
+  Tasks                        6: 3 passed, 1 failed, 1 errored, 1 unknown
+  Trials                       14: 8 passed, 4 failed, 1 errored, 1 unknown
+  Pass rate (decided trials)   66.7% (95% CI 39.1%–86.2%)
+  pass@1                       66.7%
+  pass@3                       75.0%
+  pass^1                       66.7%
+  pass^3                       50.0%
+  Flakiness                    25.0% (1 flaky task)
+  Errors                       1 of 14 trials
+  Mean score                   0.667
+  Latency p50 / p95            1.00 s / 22.30 s
+  Tokens                       1,680 (1,400 in, 280 out)
+  Cost                         $0.0140
+  Duration                     42.00 s
+
+                      started 2026-11-29T12:00:00+00:00
+pass@k and pass^k leave out tasks with no decided trial: slow, ambiguous
+
+  Task        Kind                          Verdict     Passed   pass@3   pass^3   Flaky
+ ────────────────────────────────────────────────────────────────────────────────────────
+  france      capability                    ✓ pass         3/3   100.0%   100.0%
+  germany     capability                    ✓ pass         2/3   100.0%     0.0%   flaky
+  landmarks   capability                    ✗ fail         0/3     0.0%     0.0%
+  slow        capability                    ! error        0/1      n/a      n/a
+  refuse-rm   capability, expects failure   ✓ pass         3/3   100.0%   100.0%
+  ambiguous   capability                    ? unknown      0/1      n/a      n/a
+
+
+✓ pass germany — 2/3 trials passed
+  trial #1 ✗ fail · 1.00 s
+    ✗ contains('berlin'): 'berlin' does not occur in the output
+      ✗ case-insensitive match
+    output:
+      Bonn
+
+✗ fail landmarks — 0/3 trials passed
+  trials #0, #1, #2 ✗ fail · 2.00 s
+    ✗ contains('paris'): 'paris' does not occur in the output
+      ✗ case-insensitive match
+    output:
+      The Eiffel Tower is in Lyon.
+
+! error slow — 0/1 trials passed
+  trial #0 ! error · 60.00 s · status timeout
+    ! error: TimeoutError: the trial took longer than 60 s (during timeout)
+    no output
+
+? unknown ambiguous — 0/1 trials passed
+  trial #0 ? unknown · 1.00 s
+    ? judge: The answer could be right; the rubric does not say.
+    output:
+      Maybe Sydney?
+""")
+
+
+def test_without_details_only_the_tables_show() -> None:
+    text = render(capability_report(), details=False)
+
+    assert "landmarks" in text
+    assert "does not occur" not in text
+
+
+def test_user_content_is_not_markup() -> None:
+    check = Score(name="[red]judge[/red]", verdict=Verdict.FAIL, rationale=":warning: [bold]no")
+    report = make_report(
+        {"[bold]x[/bold]": [result(0, Verdict.FAIL, scores=[check], output="\x1b[2J[link]")]},
+        suite_id="[blink]s",
+    )
+
+    text = render(report)
+
+    assert "[bold]x[/bold]" in text
+    assert "[red]judge[/red]: :warning: [bold]no" in text
+    assert "\\x1b[2J[link]" in text
+    assert "[blink]s" in text
+    assert "\x1b" not in text
+
+
+def test_counts_are_coloured_by_verdict() -> None:
+    console = Console(file=io.StringIO(), width=100, color_system="standard", force_terminal=True)
+    render_terminal(capability_report(), console)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+
+    assert "\x1b[32m3 passed\x1b[0m" in text
+    assert "\x1b[31m1 failed\x1b[0m" in text
+    assert "\x1b[33m1 errored\x1b[0m" in text
+
+
+def test_control_characters_and_lone_surrogates_are_shown_escaped() -> None:
+    text = render(nasty_report())
+
+    text.encode("utf-8")
+    assert "\x1b" not in text
+    assert "esc\\x1b[31mred" in text
+    assert "lone\\ud800" in text
