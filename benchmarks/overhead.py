@@ -84,18 +84,33 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(sizes[0], args.agent, args.concurrency)))
         return
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, agent={args.agent}, "
-          f"concurrency={args.concurrency}, {TASKS} tasks, 2 code graders, SQLite store on")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, agent={args.agent}, "
+        f"concurrency={args.concurrency}, {TASKS} tasks, 2 code graders, SQLite store on"
+    )
     print(f"{'trials':>8} {'seconds':>8} {'trials/s':>9} {'ms/trial':>9} {'peak RSS MB':>12}")
     for size in sizes:
         out = subprocess.run(
-            [sys.executable, __file__, "--child", "--trials", str(size), "--agent", args.agent,
-             "--concurrency", str(args.concurrency)],
-            capture_output=True, text=True, check=True,
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "--trials",
+                str(size),
+                "--agent",
+                args.agent,
+                "--concurrency",
+                str(args.concurrency),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{row['trials']:>8} {row['seconds']:>8} {row['trials_per_s']:>9} "
-              f"{row['ms_per_trial']:>9} {row['peak_rss_mb']:>12}")
+        print(
+            f"{row['trials']:>8} {row['seconds']:>8} {row['trials_per_s']:>9} "
+            f"{row['ms_per_trial']:>9} {row['peak_rss_mb']:>12}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Write docs/cli.md from the commands' own --help, so the reference never drifts.
 
-    python scripts/gen_cli_docs.py          # rewrite docs/cli.md
-    python scripts/gen_cli_docs.py --check  # exit 1 if docs/cli.md is stale (tests run this)
+python scripts/gen_cli_docs.py          # rewrite docs/cli.md
+python scripts/gen_cli_docs.py --check  # exit 1 if docs/cli.md is stale (tests run this)
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ def render() -> str:
     parts.append(f"## trialkit\n\n```text\n{cli.get_help(root)}\n```\n")
     for name in sorted(cli.commands):  # type: ignore[attr-defined]
         command = cli.commands[name]  # type: ignore[attr-defined]
-        ctx = click.Context(command, info_name=name, parent=root,
-                            terminal_width=100, max_content_width=100)
+        ctx = click.Context(
+            command, info_name=name, parent=root, terminal_width=100, max_content_width=100
+        )
         parts.append(f"## trialkit {name}\n\n```text\n{command.get_help(ctx)}\n```\n")
     return "\n".join(parts)
 

@@ -7,27 +7,77 @@ import trialkit.harness
 
 def test_top_level_exports() -> None:
     assert sorted(trialkit.__all__) == [
-        "Artifact", "Assertion", "Environment", "ErrorInfo", "FileChange", "GradeContext",
-        "Grader", "Harness", "Message", "ModelCall", "Outcome", "Reply", "Report", "Runner",
-        "Score", "Session", "Suite", "SuiteError", "SuiteKind", "Task", "ToolCall", "Transcript",
-        "Trial", "TrialContext", "TrialStatus", "Turns", "Usage", "Verdict", "WorkspaceDiff",
-        "__version__", "current_recorder", "grader", "graders", "run_sync",
+        "Artifact",
+        "Assertion",
+        "Environment",
+        "ErrorInfo",
+        "FileChange",
+        "GradeContext",
+        "Grader",
+        "Harness",
+        "Message",
+        "ModelCall",
+        "Outcome",
+        "Reply",
+        "Report",
+        "Runner",
+        "Score",
+        "Session",
+        "Suite",
+        "SuiteError",
+        "SuiteKind",
+        "Task",
+        "ToolCall",
+        "Transcript",
+        "Trial",
+        "TrialContext",
+        "TrialStatus",
+        "Turns",
+        "Usage",
+        "Verdict",
+        "WorkspaceDiff",
+        "__version__",
+        "current_recorder",
+        "grader",
+        "graders",
+        "run_sync",
     ]
 
 
 def test_graders_exports() -> None:
     assert sorted(trialkit.graders.__all__) == [
-        "FunctionGrader", "GradeContext", "Grader", "GraderLike", "GraderResult",
-        "agent_failed", "all_of", "any_of", "as_grader", "contains", "equals", "grader",
-        "matches", "not_contains", "parse_json_output", "predicate", "shared", "valid_json",
+        "FunctionGrader",
+        "GradeContext",
+        "Grader",
+        "GraderLike",
+        "GraderResult",
+        "agent_failed",
+        "all_of",
+        "any_of",
+        "as_grader",
+        "contains",
+        "equals",
+        "grader",
+        "matches",
+        "not_contains",
+        "parse_json_output",
+        "predicate",
+        "shared",
+        "valid_json",
         "weighted",
     ]
 
 
 def test_harness_exports() -> None:
     assert sorted(trialkit.harness.__all__) == [
-        "FunctionHarness", "Harness", "HarnessLike", "Reply", "Session", "SessionHarness",
-        "TrialContext", "as_harness",
+        "FunctionHarness",
+        "Harness",
+        "HarnessLike",
+        "Reply",
+        "Session",
+        "SessionHarness",
+        "TrialContext",
+        "as_harness",
     ]
 
 

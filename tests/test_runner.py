@@ -67,7 +67,9 @@ def test_fail_and_error_are_kept_apart() -> None:
     assert result.status is TrialStatus.ERROR
     assert result.error is not None
     assert (result.error.type, result.error.message, result.error.phase) == (
-        "RuntimeError", "agent bug", "agent",
+        "RuntimeError",
+        "agent bug",
+        "agent",
     )
     assert "Traceback" in (result.error.traceback or "")
     assert result.scores == []  # graders do not run when there is nothing to grade
@@ -132,8 +134,12 @@ def test_expected_failure_semantics() -> None:
     report = run_sync(
         suite_of(
             Task(id="raises", input="raise", expect="failure"),
-            Task(id="reports", input="report", expect="failure",
-                 graders=[graders.agent_failed("politely")]),
+            Task(
+                id="reports",
+                input="report",
+                expect="failure",
+                graders=[graders.agent_failed("politely")],
+            ),
             Task(id="complies", input="comply", expect="failure"),
             Task(id="hangs", input="hang", expect="failure", timeout=0.05),
             harness=agent,
@@ -155,8 +161,9 @@ def test_reported_failure_fails_a_task_expected_to_succeed() -> None:
     def agent(prompt: str) -> Reply:
         return Reply(output="gave up", is_error=True, error="tool broke")
 
-    report = run_sync(suite_of(Task(id="t", input="x", graders=[graders.contains("gave")]),
-                               harness=agent))
+    report = run_sync(
+        suite_of(Task(id="t", input="x", graders=[graders.contains("gave")]), harness=agent)
+    )
     scores = report.tasks[0].results[0].scores
     assert [(s.name, s.verdict) for s in scores] == [
         ("agent_completed", Verdict.FAIL),
@@ -191,12 +198,21 @@ def test_mixed_suite_uses_each_tasks_kind() -> None:
     def agent(prompt: str, ctx: TrialContext) -> str:
         return "yes" if ctx.trial_index == 0 else "no"
 
-    report = run_sync(Suite(id="m", kind="mixed", trials=2, harness=agent, tasks=[
-        Task(id="cap", input="q", kind="capability", graders=[graders.contains("yes")]),
-        Task(id="reg", input="q", kind="regression", graders=[graders.contains("yes")]),
-    ]))
+    report = run_sync(
+        Suite(
+            id="m",
+            kind="mixed",
+            trials=2,
+            harness=agent,
+            tasks=[
+                Task(id="cap", input="q", kind="capability", graders=[graders.contains("yes")]),
+                Task(id="reg", input="q", kind="regression", graders=[graders.contains("yes")]),
+            ],
+        )
+    )
     assert [(t.kind.value, t.verdict) for t in report.tasks] == [
-        ("capability", Verdict.PASS), ("regression", Verdict.FAIL),
+        ("capability", Verdict.PASS),
+        ("regression", Verdict.FAIL),
     ]
 
 
@@ -241,18 +257,26 @@ def test_multi_turn_session_and_transcript() -> None:
             self.heard.append(message)
             recorder = current_recorder()
             assert recorder is not None
-            call = ToolCall(id=f"c{len(self.heard)}", name="lookup", arguments={"q": message},
-                            result="found")
-            return Reply(output=" | ".join(self.heard), tool_calls=[call],
-                         usage=Usage(input_tokens=10, output_tokens=2), reasoning=["hmm"])
+            call = ToolCall(
+                id=f"c{len(self.heard)}", name="lookup", arguments={"q": message}, result="found"
+            )
+            return Reply(
+                output=" | ".join(self.heard),
+                tool_calls=[call],
+                usage=Usage(input_tokens=10, output_tokens=2),
+                reasoning=["hmm"],
+            )
 
         def close(self) -> None:
             self.closed = True
             made.append(self)
 
     made: list[Agent] = []
-    suite = suite_of(Task(id="t", input=Turns("one", "two"), graders=[graders.equals("one | two")]),
-                     harness=Agent, trials=2)
+    suite = suite_of(
+        Task(id="t", input=Turns("one", "two"), graders=[graders.equals("one | two")]),
+        harness=Agent,
+        trials=2,
+    )
     seen: list[Any] = []
 
     class Keep(Environment):
@@ -267,10 +291,14 @@ def test_multi_turn_session_and_transcript() -> None:
     assert len(made) == 2 and all(a.closed for a in made)
     transcript = seen[0]
     assert [(m.role, m.content) for m in transcript.messages] == [
-        ("user", "one"), ("assistant", "one"), ("user", "two"), ("assistant", "one | two"),
+        ("user", "one"),
+        ("assistant", "one"),
+        ("user", "two"),
+        ("assistant", "one | two"),
     ]
     assert [(c.id, c.turn, c.result) for c in transcript.tool_calls] == [
-        ("c1", 0, "found"), ("c2", 1, "found"),
+        ("c1", 0, "found"),
+        ("c2", 1, "found"),
     ]
     assert [t.output for t in transcript.turns] == ["one", "one | two"]
     assert transcript.usage == Usage(input_tokens=20, output_tokens=4)
@@ -340,7 +368,8 @@ def test_environment_protocol_and_world() -> None:
 
     suite = suite_of(
         Task(id="t", input="x", graders=[lambda c: c.outcome.state["root"] == c.output]),
-        harness=agent, environment=env,
+        harness=agent,
+        environment=env,
     )
     assert run_sync(suite).tasks[0].verdict is Verdict.PASS
     assert env.events == ["setup t#0", "capture", "teardown"]
@@ -363,8 +392,9 @@ def test_teardown_runs_after_a_timeout() -> None:
         await anyio.sleep(5)
         return prompt
 
-    report = run_sync(suite_of(Task(id="t", input="x", timeout=0.05), harness=agent,
-                               environment=env))
+    report = run_sync(
+        suite_of(Task(id="t", input="x", timeout=0.05), harness=agent, environment=env)
+    )
     assert report.tasks[0].results[0].status is TrialStatus.TIMEOUT
     assert env.events == ["setup t#0", "teardown"]
 
@@ -385,8 +415,12 @@ def test_agent_returning_the_wrong_type_is_an_error() -> None:
 
 
 def test_dict_answers_become_json() -> None:
-    report = run_sync(suite_of(Task(id="t", input="x", graders=[graders.valid_json(
-        where=lambda v: v == {"a": 1})]), harness=lambda p: {"a": 1}))
+    report = run_sync(
+        suite_of(
+            Task(id="t", input="x", graders=[graders.valid_json(where=lambda v: v == {"a": 1})]),
+            harness=lambda p: {"a": 1},
+        )
+    )
     assert report.tasks[0].verdict is Verdict.PASS
 
 

@@ -56,8 +56,12 @@ def test_suite_validation() -> None:
 def test_overrides_and_selection() -> None:
     a = Task(id="alpha", input="x", trials=5, timeout=2, tags=["fast"], kind="capability")
     b = Task(id="beta", input="x", kind="regression")
-    suite = Suite(id="s", kind="mixed", trials=3, tasks=[a, Task(id="gamma", input="y",
-                  kind="capability", tags=["fast"]), b])
+    suite = Suite(
+        id="s",
+        kind="mixed",
+        trials=3,
+        tasks=[a, Task(id="gamma", input="y", kind="capability", tags=["fast"]), b],
+    )
     assert suite.trials_for(a) == 5
     assert suite.trials_for(b) == 3
     assert suite.trials_for(a, override=1) == 1

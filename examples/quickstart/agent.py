@@ -25,8 +25,11 @@ def answer(prompt: str, ctx: TrialContext) -> str:
         raise Refusal("I will not delete user files.")
     if "json" in text:
         country = _country(text) or "france"
-        return "```json\n" + json.dumps({"country": country.title(),
-                                         "capital": CAPITALS[country]}) + "\n```"
+        return (
+            "```json\n"
+            + json.dumps({"country": country.title(), "capital": CAPITALS[country]})
+            + "\n```"
+        )
     if m := re.search(r"(\d+)\s*\+\s*(\d+)", text):
         return f"The sum is {int(m.group(1)) + int(m.group(2))}."
     if "boiling point" in text:
@@ -34,8 +37,8 @@ def answer(prompt: str, ctx: TrialContext) -> str:
         return "Water boils at 100." if ctx.trial_index % 3 == 2 else "Water boils at 100 °C."
     if "haiku" in text:
         return "Autumn moonlight—\na worm digs silently\ninto the chestnut."
-    if country := _country(text):
-        return f"The capital of {country.title()} is {CAPITALS[country]}."
+    if named := _country(text):
+        return f"The capital of {named.title()} is {CAPITALS[named]}."
     return "I am not sure."
 
 

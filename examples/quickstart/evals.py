@@ -1,7 +1,7 @@
 """The quickstart: a capability suite and a regression suite over a small local agent.
 
-    trialkit run examples/quickstart/evals.py:capability
-    trialkit run examples/quickstart/evals.py:regression
+trialkit run examples/quickstart/evals.py:capability
+trialkit run examples/quickstart/evals.py:regression
 """
 
 from __future__ import annotations

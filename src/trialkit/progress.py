@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import IO
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress as RichBar,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
+)
+from rich.progress import (
+    Progress as RichBar,
 )
 
 from trialkit.score import Verdict
@@ -61,8 +63,10 @@ class BarProgress(Progress):
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("[green]✓ {task.fields[passed]}[/] [red]✗ {task.fields[failed]}[/] "
-                       "[yellow]! {task.fields[errors]}[/]{task.fields[extra]}"),
+            TextColumn(
+                "[green]✓ {task.fields[passed]}[/] [red]✗ {task.fields[failed]}[/] "
+                "[yellow]! {task.fields[errors]}[/]{task.fields[extra]}"
+            ),
             TimeElapsedColumn(),
             TextColumn("eta"),
             TimeRemainingColumn(),
@@ -101,7 +105,7 @@ class BarProgress(Progress):
 class LineProgress(Progress):
     """Plain lines for logs and CI: at most one every `interval` seconds, and a last one."""
 
-    def __init__(self, stream: TextIO | None = None, interval: float = 5.0) -> None:
+    def __init__(self, stream: IO[str] | None = None, interval: float = 5.0) -> None:
         self.stream = stream or sys.stderr
         self.interval = interval
         self._last = 0.0

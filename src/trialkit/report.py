@@ -6,10 +6,9 @@ The JSON form of `Report` is a documented, versioned format (see docs/file-forma
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from trialkit import metrics
 from trialkit._record import ErrorInfo, Record
@@ -25,8 +24,8 @@ OUTPUT_PREVIEW_CHARS = 4000
 class RunInfo(Record):
     id: str
     name: str | None = None
-    started_at: datetime
-    finished_at: datetime | None = None
+    started_at: AwareDatetime
+    finished_at: AwareDatetime | None = None
     status: Literal["running", "completed", "interrupted"] = "completed"
     config: dict[str, Any] = Field(default_factory=dict)
     """The settings the run used (trials, concurrency, timeout, selection)."""
@@ -36,6 +35,13 @@ class SuiteInfo(Record):
     id: str
     kind: SuiteKind
     description: str | None = None
+
+
+def preview_output(output: str | None) -> str | None:
+    """The output as reports keep it: cut at `OUTPUT_PREVIEW_CHARS`, marked with "…"."""
+    if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
+        return output[:OUTPUT_PREVIEW_CHARS] + "…"
+    return output
 
 
 class TrialResult(Record):
@@ -56,15 +62,12 @@ class TrialResult(Record):
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialResult:
-        output = trial.outcome.output
-        if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
-            output = output[:OUTPUT_PREVIEW_CHARS] + "…"
         return cls(
             trial=trial.index,
             verdict=trial.verdict,
             status=trial.status,
             scores=trial.scores,
-            output=output,
+            output=preview_output(trial.outcome.output),
             failed=trial.outcome.failed,
             error=trial.error,
             duration_s=trial.duration_s,
@@ -77,7 +80,7 @@ class TaskReport(Record):
     id: str
     kind: SuiteKind
     """`capability` or `regression`: what decided this task's verdict."""
-    expect: str = "success"
+    expect: Literal["success", "failure"] = "success"
     tags: list[str] = Field(default_factory=list)
     verdict: Verdict
     trials: int
@@ -177,7 +180,7 @@ class TaskPlan(Record):
 
     id: str
     kind: SuiteKind
-    expect: str = "success"
+    expect: Literal["success", "failure"] = "success"
     tags: list[str] = Field(default_factory=list)
 
 

@@ -161,8 +161,9 @@ class Runner:
         self.finished = 0
         suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
         plans = [
-            TaskPlan(id=p.task.id, kind=suite.task_kind(p.task), expect=p.task.expect,
-                     tags=p.task.tags)
+            TaskPlan(
+                id=p.task.id, kind=suite.task_kind(p.task), expect=p.task.expect, tags=p.task.tags
+            )
             for p in planned
         ]
         if self.store is not None:
@@ -478,7 +479,9 @@ async def _grade(graders: list[Grader], ctx: GradeContext, *, expect: str) -> li
     if expect == "success" and ctx.outcome.failed:
         implicit.append(
             Score.from_bool(
-                False, name=_COMPLETED, rationale=f"the agent reported failure: {ctx.outcome.failure}"
+                False,
+                name=_COMPLETED,
+                rationale=f"the agent reported failure: {ctx.outcome.failure}",
             )
         )
     elif expect == "success" and not graders:

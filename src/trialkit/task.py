@@ -34,6 +34,10 @@ class SuiteKind(StrEnum):
     MIXED = "mixed"
 
 
+KindName = Literal["capability", "regression", "mixed"]
+"""A kind may be given by name: `Suite(kind="regression")`."""
+
+
 class SuiteError(ValueError):
     """A suite or task definition is invalid; the message names the suite, task and field."""
 
@@ -79,7 +83,8 @@ class Task:
     """One thing to evaluate: an input, graders, and how many trials and how long."""
 
     id: str
-    input: TaskInput
+    input: TaskInput | Sequence[Mapping[str, Any]]
+    """A string, chat messages (`Message`s or dicts), or `Turns`; stored normalised."""
     graders: list[GraderLike] = field(default_factory=list)
     """Checks of this task, applied after the suite's graders."""
     criteria: str | None = None
@@ -96,7 +101,7 @@ class Task:
     """Seconds for setup, agent and grading of one trial; overrides the suite's (60 s)."""
     model: str | None = None
     """Overrides the suite's model."""
-    kind: SuiteKind | None = None
+    kind: SuiteKind | KindName | None = None
     """For a task in a `mixed` suite: `capability` or `regression`."""
 
     def __post_init__(self) -> None:
@@ -110,7 +115,9 @@ class Task:
         except (TypeError, ValueError) as exc:
             raise SuiteError(f"{where}: {exc}") from None
         if self.expect not in ("success", "failure"):
-            raise SuiteError(f"{where}: expect: must be 'success' or 'failure', got {self.expect!r}")
+            raise SuiteError(
+                f"{where}: expect: must be 'success' or 'failure', got {self.expect!r}"
+            )
         if self.trials is not None and (not isinstance(self.trials, int) or self.trials < 1):
             raise SuiteError(f"{where}: trials: must be a whole number >= 1, got {self.trials!r}")
         if self.timeout is not None and not self.timeout > 0:
@@ -130,9 +137,10 @@ class Task:
     @property
     def turns(self) -> list[str | list[Message]]:
         """The user turns of this task: one for a string or messages, several for `Turns`."""
-        if isinstance(self.input, Turns):
-            return [t if isinstance(t, str) else list(t) for t in self.input.turns]
-        return [self.input]
+        value = normalize_input(self.input)
+        if isinstance(value, Turns):
+            return [t if isinstance(t, str) else list(t) for t in value.turns]
+        return [value]
 
     @property
     def prompt(self) -> str:
@@ -153,7 +161,7 @@ class Suite:
 
     id: str
     tasks: list[Task]
-    kind: SuiteKind = SuiteKind.CAPABILITY
+    kind: SuiteKind | KindName = SuiteKind.CAPABILITY
     trials: int = DEFAULT_TRIALS
     """How many trials each task gets unless it says otherwise."""
     harness: HarnessLike | None = None
@@ -188,7 +196,9 @@ class Suite:
         seen: set[str] = set()
         for task in self.tasks:
             if not isinstance(task, Task):
-                raise SuiteError(f"{where}: tasks: expected Task objects, got {type(task).__name__}")
+                raise SuiteError(
+                    f"{where}: tasks: expected Task objects, got {type(task).__name__}"
+                )
             if task.id in seen:
                 raise SuiteError(f"{where}: tasks: duplicate task id {task.id!r}")
             seen.add(task.id)
@@ -203,8 +213,8 @@ class Suite:
         """The kind that decides this task's verdict."""
         if self.kind is SuiteKind.MIXED:
             assert task.kind is not None
-            return task.kind
-        return self.kind
+            return SuiteKind(task.kind)
+        return SuiteKind(self.kind)
 
     def trials_for(self, task: Task, override: int | None = None) -> int:
         """How many trials `task` gets: the override (`--trials`), the task's, or the suite's."""

@@ -12,7 +12,7 @@ from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from trialkit._record import Record
 
@@ -130,7 +130,7 @@ class Turn(Record):
 class Timing(Record):
     """Wall-clock timing of the phases of a trial, in seconds."""
 
-    started_at: datetime | None = None
+    started_at: AwareDatetime | None = None
     setup_s: float = 0.0
     agent_s: float = 0.0
     capture_s: float = 0.0

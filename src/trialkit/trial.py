@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
+from typing import Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from trialkit._record import ErrorInfo, Record
 from trialkit.outcome import Outcome
@@ -36,7 +36,7 @@ class Trial(Record):
     """0-based trial number within the task."""
     status: TrialStatus
     verdict: Verdict
-    expect: str = "success"
+    expect: Literal["success", "failure"] = "success"
     model: str | None = None
     """The model under test, when the harness is a model."""
     transcript: Transcript = Field(default_factory=Transcript)
@@ -48,7 +48,7 @@ class Trial(Record):
     """Tokens of the agent's model calls."""
     cost_usd: float | None = None
     """Cost of the agent's and graders' model calls; `None` when unknown (never guessed as 0)."""
-    started_at: datetime
+    started_at: AwareDatetime
     duration_s: float
     """Wall time of setup, agent, capture and grading."""
 

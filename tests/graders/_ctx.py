@@ -1,8 +1,13 @@
 from trialkit import GradeContext, Outcome, Task, Transcript
 
 
-def make_ctx(output: str | None = "", *, failed: bool = False, failure: str | None = None,
-             reference: str | None = None) -> GradeContext:
+def make_ctx(
+    output: str | None = "",
+    *,
+    failed: bool = False,
+    failure: str | None = None,
+    reference: str | None = None,
+) -> GradeContext:
     return GradeContext(
         task=Task(id="t", input="question", reference=reference),
         trial_index=0,

@@ -39,14 +39,14 @@ def test_capability_report() -> None:
                       started 2026-11-29T12:00:00+00:00
 pass@k and pass^k leave out tasks with no decided trial: slow, ambiguous
 
-  Task        Kind                          Verdict     Passed   pass@3   pass^3   Flaky
+  Task               Kind         Verdict     Passed   pass@3   pass^3   Notes
  ────────────────────────────────────────────────────────────────────────────────────────
-  france      capability                    ✓ pass         3/3   100.0%   100.0%
-  germany     capability                    ✓ pass         2/3   100.0%     0.0%   flaky
-  landmarks   capability                    ✗ fail         0/3     0.0%     0.0%
-  slow        capability                    ! error        0/1      n/a      n/a
-  refuse-rm   capability, expects failure   ✓ pass         3/3   100.0%   100.0%
-  ambiguous   capability                    ? unknown      0/1      n/a      n/a
+  france             capability   ✓ pass         3/3   100.0%   100.0%
+  germany            capability   ✓ pass         2/3   100.0%     0.0%   flaky
+  landmarks          capability   ✗ fail         0/3     0.0%     0.0%
+  slow               capability   ! error        0/1      n/a      n/a
+  refuse-rm          capability   ✓ pass         3/3   100.0%   100.0%   expects failure
+  ambiguous          capability   ? unknown      0/1      n/a      n/a
 
 
 ✓ pass germany — 2/3 trials passed

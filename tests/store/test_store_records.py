@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import func, select
 
 from trialkit.report import RunInfo, TrialResult, build_report
@@ -166,12 +167,9 @@ def test_saving_trials_of_a_run_never_created_is_an_error(store: Store) -> None:
         store.save_trials([make_trial("ghost", "t", 0)])
 
 
-def test_naive_datetimes_are_refused(store: Store, sample: Sample) -> None:
-    store.create_run(sample.run, sample.suite, sample.plans)
-    naive = make_trial(sample.run.id, "france", 0, started_at=datetime(2025, 1, 1))
-
-    with pytest.raises(StoreError, match="naive datetime"):
-        store.save_trials([naive])
+def test_naive_datetimes_are_refused_before_they_reach_the_store(sample: Sample) -> None:
+    with pytest.raises(ValidationError, match="timezone info"):
+        make_trial(sample.run.id, "france", 0, started_at=datetime(2025, 1, 1))
 
 
 def test_an_empty_batch_is_a_no_op(store: Store) -> None:

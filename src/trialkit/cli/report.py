@@ -18,10 +18,20 @@ from trialkit.cli._common import (
 
 @click.command("report")
 @click.argument("run_ref", metavar="RUN")
-@click.option("--format", "fmt", type=click.Choice(["table", "md", "json", "junit"]),
-              default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write to FILE instead of standard output.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "md", "json", "junit"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write to FILE instead of standard output.",
+)
 @store_option
 @debug_option
 @handle_errors

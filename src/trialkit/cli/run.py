@@ -16,8 +16,8 @@ from trialkit.cli._common import (
     fail,
     handle_errors,
     open_store,
-    store_option,
     stdout_console,
+    store_option,
 )
 
 
@@ -49,28 +49,61 @@ def _error_allowance(text: str) -> float:
 @click.argument("target")
 @click.option("--trials", type=click.IntRange(min=1), help="Trials per task (overrides the suite).")
 @click.option(
-    "--concurrency", type=click.IntRange(min=1), default=10, show_default=True,
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
     help="Trials running at once.",
 )
 @click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
     help="Per-trial timeout (overrides the suite's and tasks'; default 60).",
 )
-@click.option("--task", "task_ids", multiple=True, metavar="ID",
-              help="Run only this task (glob patterns allowed; repeatable).")
+@click.option(
+    "--task",
+    "task_ids",
+    multiple=True,
+    metavar="ID",
+    help="Run only this task (glob patterns allowed; repeatable).",
+)
 @click.option("--tag", "tags", multiple=True, help="Run only tasks with this tag (repeatable).")
 @click.option("--name", help="A name for this run (`trialkit report NAME` finds its latest).")
 @store_option
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write the JSON report here.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write the Markdown report here (e.g. $GITHUB_STEP_SUMMARY).")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write a JUnit XML report here.")
-@click.option("--min-pass-rate", metavar="X",
-              help="Fail the gate (exit 1) when the pass rate is under X (0.8 or 80%).")
-@click.option("--fail-on-error", "fail_on_error", metavar="N|FRACTION", default="0",
-              help="Errored trials allowed before exit 3: a count or a fraction [default: 0].")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write the JSON report here.",
+)
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write the Markdown report here (e.g. $GITHUB_STEP_SUMMARY).",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write a JUnit XML report here.",
+)
+@click.option(
+    "--min-pass-rate",
+    metavar="X",
+    help="Fail the gate (exit 1) when the pass rate is under X (0.8 or 80%).",
+)
+@click.option(
+    "--fail-on-error",
+    "fail_on_error",
+    metavar="N|FRACTION",
+    default="0",
+    help="Errored trials allowed before exit 3: a count or a fraction [default: 0].",
+)
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final verdict line.")
 @debug_option

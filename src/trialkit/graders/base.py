@@ -145,13 +145,13 @@ class FunctionGrader(Grader):
         if not callable(fn):
             raise TypeError(f"a grader must be callable, got {type(fn).__name__}")
         self.fn = fn
-        self._name = name or getattr(fn, "__name__", type(fn).__name__)
+        self._name: str = name or str(getattr(fn, "__name__", type(fn).__name__))
         self.pass_at = pass_at
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
         )
         self.blocking = not self.is_async
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     @property
     def name(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import anyio
 
 from trialkit.graders.base import (
@@ -41,7 +42,7 @@ class _Composite(Grader):
         return [as_grader(g) for g in graders]
 
 
-class all_of(_Composite):  # noqa: N801 - named like the check it makes
+class all_of(_Composite):
     """Passes when every part passes; its value is the mean of the parts' values."""
 
     def __init__(self, *graders: GraderLike, name: str | None = None) -> None:
@@ -64,7 +65,7 @@ class all_of(_Composite):  # noqa: N801 - named like the check it makes
         )
 
 
-class any_of(_Composite):  # noqa: N801
+class any_of(_Composite):
     """Passes when at least one part passes; errors only when no part passed and one errored."""
 
     def __init__(self, *graders: GraderLike, name: str | None = None) -> None:
@@ -95,7 +96,7 @@ class any_of(_Composite):  # noqa: N801
         )
 
 
-class weighted(_Composite):  # noqa: N801
+class weighted(_Composite):
     """The weighted mean of the parts' values, passing at `pass_at`.
 
     ```python
@@ -131,18 +132,24 @@ class weighted(_Composite):  # noqa: N801
         broken = [s for s in scores if s.verdict in (Verdict.ERROR, Verdict.UNKNOWN)]
         if broken:
             verdict = (
-                Verdict.ERROR if any(s.verdict is Verdict.ERROR for s in broken) else Verdict.UNKNOWN
+                Verdict.ERROR
+                if any(s.verdict is Verdict.ERROR for s in broken)
+                else Verdict.UNKNOWN
             )
             return Score(
                 verdict=verdict,
-                rationale="no weighted value: " + ", ".join(f"{s.name} is {s.verdict}" for s in broken),
+                rationale="no weighted value: "
+                + ", ".join(f"{s.name} is {s.verdict}" for s in broken),
                 assertions=assertions,
             )
         total = sum(self.weights)
-        value = sum(
-            w * (s.value if s.value is not None else float(s.passed))
-            for s, w in zip(scores, self.weights, strict=True)
-        ) / total
+        value = (
+            sum(
+                w * (s.value if s.value is not None else float(s.passed))
+                for s, w in zip(scores, self.weights, strict=True)
+            )
+            / total
+        )
         score = Score.from_value(value, pass_at=self.pass_at)
         score.assertions = assertions
         if not score.passed:

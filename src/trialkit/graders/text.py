@@ -19,7 +19,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 @dataclass
-class contains(Grader):  # noqa: N801 - named like the check it makes
+class contains(Grader):
     """The output contains `text` (case-insensitive unless `case_sensitive`)."""
 
     text: str
@@ -36,7 +36,7 @@ class contains(Grader):  # noqa: N801 - named like the check it makes
 
 
 @dataclass
-class not_contains(Grader):  # noqa: N801
+class not_contains(Grader):
     """The output does not contain `text` (case-insensitive unless `case_sensitive`)."""
 
     text: str
@@ -59,7 +59,7 @@ def _find(haystack: str, needle: str, case_sensitive: bool) -> bool:
 
 
 @dataclass
-class matches(Grader):  # noqa: N801
+class matches(Grader):
     """The output matches the regular expression `pattern` anywhere (`re.search`)."""
 
     pattern: str
@@ -83,7 +83,7 @@ class matches(Grader):  # noqa: N801
 
 
 @dataclass
-class equals(Grader):  # noqa: N801
+class equals(Grader):
     """The output equals `expected` (after stripping surrounding whitespace, by default)."""
 
     expected: str
@@ -117,7 +117,7 @@ def parse_json_output(text: str) -> Any:
 
 
 @dataclass
-class valid_json(Grader):  # noqa: N801
+class valid_json(Grader):
     """The output is JSON (optionally inside one markdown code fence).
 
     `where` is a predicate on the parsed value; `schema` a JSON Schema it must satisfy.
@@ -132,7 +132,7 @@ class valid_json(Grader):  # noqa: N801
 
             validator_cls = validators.validator_for(self.schema)
             try:
-                validator_cls.check_schema(self.schema)
+                validator_cls.check_schema(dict(self.schema))
             except Exception as exc:
                 raise ValueError(f"valid_json: schema: not a valid JSON Schema: {exc}") from None
 
@@ -163,7 +163,7 @@ class valid_json(Grader):  # noqa: N801
 
 
 @dataclass
-class predicate(Grader):  # noqa: N801
+class predicate(Grader):
     """A described check: `fn(ctx)` returns a bool, a float or a `Score`.
 
     ```python
@@ -186,7 +186,7 @@ class predicate(Grader):  # noqa: N801
 
 
 @dataclass
-class agent_failed(Grader):  # noqa: N801
+class agent_failed(Grader):
     """The agent raised or reported failure, optionally with `message` in its failure text.
 
     The check for `expect="failure"` tasks: the runner adds it to such a task that has no

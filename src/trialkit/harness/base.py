@@ -79,8 +79,6 @@ class Harness:
         raise NotImplementedError
 
 
-HarnessLike: TypeAlias = (
-    Harness | Callable[..., Any] | Callable[..., Awaitable[Any]] | type | str
-)
+HarnessLike: TypeAlias = Harness | Callable[..., Any] | Callable[..., Awaitable[Any]] | type | str
 """A `Harness`; a function from the task input to an answer; a class whose instances have a
 `send` method (one instance per trial); or a model id string."""

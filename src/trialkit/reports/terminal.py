@@ -82,21 +82,26 @@ def _summary_table(report: Report) -> Table:
 def _task_table(report: Report) -> Table:
     k = f.max_k(report)
     table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("Task", overflow="fold")
-    table.add_column("Kind")
-    table.add_column("Verdict")
-    table.add_column("Passed", justify="right")
+    table.add_column("Task", overflow="fold", min_width=16)
+    table.add_column("Kind", no_wrap=True)
+    table.add_column("Verdict", no_wrap=True)
+    table.add_column("Passed", justify="right", no_wrap=True)
     if k is not None:
         table.add_column(f"pass@{k}", justify="right")
         table.add_column(f"pass^{k}", justify="right")
-    table.add_column("Flaky")
+    table.add_column("Notes")
     for task in report.tasks:
-        row = [_plain(task.id), Text(f.kind_label(task)), _verdict(task.verdict)]
+        row = [_plain(task.id), Text(task.kind.value), _verdict(task.verdict)]
         row.append(Text(f.trials_passed(task)))
         if k is not None:
             row.append(Text(f.percent(task.pass_at_k.get(k))))
             row.append(Text(f.percent(task.pass_hat_k.get(k))))
-        row.append(Text("flaky", style="yellow") if task.flaky else Text(""))
+        notes = Text()
+        if task.flaky:
+            notes.append("flaky", style="yellow")
+        if task.expect == "failure":
+            notes.append((", " if notes else "") + "expects failure")
+        row.append(notes)
         table.add_row(*row)
     return table
 

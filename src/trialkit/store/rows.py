@@ -10,7 +10,13 @@ from pydantic import TypeAdapter
 
 from trialkit._record import ErrorInfo
 from trialkit.outcome import Outcome
-from trialkit.report import OUTPUT_PREVIEW_CHARS, RunInfo, SuiteInfo, TaskPlan, TrialResult
+from trialkit.report import (
+    RunInfo,
+    SuiteInfo,
+    TaskPlan,
+    TrialResult,
+    preview_output,
+)
 from trialkit.score import Score, Verdict
 from trialkit.store.errors import StoreError
 from trialkit.transcript import Transcript, Usage
@@ -178,9 +184,7 @@ def trial(row: StoredRow) -> Trial:
 
 def trial_result(row: StoredRow) -> TrialResult:
     """A report's view of a trial; `row.output` may hold only the start of the output."""
-    output = row.output
-    if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
-        output = output[:OUTPUT_PREVIEW_CHARS] + "…"
+    output = preview_output(row.output)
     return TrialResult(
         trial=row.idx,
         verdict=Verdict(row.verdict),
