@@ -79,7 +79,11 @@ def _show(exc: BaseException, debug: bool) -> None:
 
 
 def stdout_console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    """The console for results; when piped or logged, wide enough not to cut tables."""
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, soft_wrap=False, width=max(console.width, 120))
+    return console
 
 
 def open_store(url: str | None) -> Any:

@@ -39,31 +39,21 @@ def runs_command(limit: int, as_json: bool, store_url: str | None, debug: bool) 
         click.echo("no runs yet: `trialkit run TARGET` makes one")
         return
     table = Table(box=None, pad_edge=False)
-    for column in (
-        "run",
-        "name",
-        "suite",
-        "kind",
-        "started",
-        "status",
-        "tasks",
-        "trials",
-        "pass",
-        "fail",
-        "error",
-        "pass rate",
-    ):
-        table.add_column(column, justify="right" if column in _NUMERIC else "left")
+    table.add_column("run", no_wrap=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("suite", no_wrap=True)
+    table.add_column("started", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    for column in ("trials", "pass", "fail", "error", "rate"):
+        table.add_column(column, justify="right", no_wrap=True)
     for r in runs:
-        rate = "n/a" if r.pass_rate is None else f"{r.pass_rate:.1%}"
+        rate = "n/a" if r.pass_rate is None else f"{r.pass_rate:.0%}"
         table.add_row(
             r.id,
             r.name or "",
-            r.suite_id,
-            str(r.suite_kind),
-            r.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+            f"{r.suite_id} ({r.suite_kind})",
+            r.started_at.strftime("%Y-%m-%d %H:%M"),
             r.status,
-            str(r.tasks),
             str(r.trials),
             str(r.passed),
             str(r.failed),
@@ -71,6 +61,3 @@ def runs_command(limit: int, as_json: bool, store_url: str | None, debug: bool) 
             rate,
         )
     stdout_console().print(table)
-
-
-_NUMERIC = {"tasks", "trials", "pass", "fail", "error", "pass rate"}
