@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart" / "evals.py"
 XSD = ROOT / "tests" / "data" / "junit-10.xsd"
 
-SUITES = '''
+SUITES = """
 import time
 from trialkit import Reply, Suite, Task, TrialContext, graders
 
@@ -53,7 +53,7 @@ erroring = Suite(id="err", kind="capability", trials=2, harness=agent, tasks=[
 slow = Suite(id="slow", kind="capability", trials=1, harness=agent, tasks=[
     Task(id=f"t{i}", input="slow") for i in range(40)
 ])
-'''
+"""
 
 
 @pytest.fixture
@@ -62,9 +62,7 @@ def work(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def trialkit(
-    work: Path, *args: str, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
+def trialkit(work: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TRIALKIT_STORE": str(work / "store.db"), "NO_COLOR": "1"}
     return subprocess.run(
         [sys.executable, "-m", "trialkit", *args],
@@ -89,15 +87,27 @@ def test_version(work: Path) -> None:
 
 def test_quickstart_writes_every_report_and_stores_every_trial(work: Path) -> None:
     out = trialkit(
-        work, "run", str(QUICKSTART) + ":capability", "--json", "r/c.json",
-        "--markdown", "r/c.md", "--junit", "r/c.xml", "--name", "qs",
+        work,
+        "run",
+        str(QUICKSTART) + ":capability",
+        "--json",
+        "r/c.json",
+        "--markdown",
+        "r/c.md",
+        "--junit",
+        "r/c.xml",
+        "--name",
+        "qs",
     )
     assert out.returncode == 0, out.stderr
     assert "3/4 tasks passed, pass rate 70.0% over 20 trials, 0 errors" in out.stdout
     report = json.loads((work / "r/c.json").read_text())
     assert report["schema_version"] == 1
-    assert report["suite"] == {"id": "quickstart-capability", "kind": "capability",
-                               "description": None}
+    assert report["suite"] == {
+        "id": "quickstart-capability",
+        "kind": "capability",
+        "description": None,
+    }
     summary = report["summary"]
     assert (summary["tasks"], summary["trials"], summary["passed_tasks"]) == (4, 20, 3)
     assert summary["pass_at_k"]["5"] == 0.75
@@ -133,8 +143,10 @@ def test_min_pass_rate(work: Path) -> None:
     out = trialkit(work, "run", "suites.py:capability", "-q", "--min-pass-rate", "50%")
     assert out.returncode == 1
     assert "pass rate 25.0% is under the minimum 50.0%" in out.stderr
-    assert trialkit(work, "run", "suites.py:capability", "-q", "--min-pass-rate", "0.2"
-                    ).returncode == 0
+    assert (
+        trialkit(work, "run", "suites.py:capability", "-q", "--min-pass-rate", "0.2").returncode
+        == 0
+    )
 
 
 def test_errors_exit_3_unless_allowed(work: Path) -> None:
@@ -142,17 +154,19 @@ def test_errors_exit_3_unless_allowed(work: Path) -> None:
     assert out.returncode == 3
     assert "gate failed: 2 of 4 trials errored (allowed: none)" in out.stderr
     assert "RuntimeError: agent crashed" in out.stdout
-    assert trialkit(work, "run", "suites.py:erroring", "-q", "--fail-on-error", "2"
-                    ).returncode == 0
-    assert trialkit(work, "run", "suites.py:erroring", "-q", "--fail-on-error", "0.5"
-                    ).returncode == 0
-    assert trialkit(work, "run", "suites.py:erroring", "-q", "--fail-on-error", "0.25"
-                    ).returncode == 3
+    assert trialkit(work, "run", "suites.py:erroring", "-q", "--fail-on-error", "2").returncode == 0
+    assert (
+        trialkit(work, "run", "suites.py:erroring", "-q", "--fail-on-error", "0.5").returncode == 0
+    )
+    assert (
+        trialkit(work, "run", "suites.py:erroring", "-q", "--fail-on-error", "0.25").returncode == 3
+    )
 
 
 def test_selection(work: Path) -> None:
-    out = trialkit(work, "run", "suites.py:good", "--tag", "smoke", "--trials", "1",
-                   "--json", "r.json", "-q")
+    out = trialkit(
+        work, "run", "suites.py:good", "--tag", "smoke", "--trials", "1", "--json", "r.json", "-q"
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads((work / "r.json").read_text())
     assert [(t["id"], t["trials"]) for t in report["tasks"]] == [("a", 1)]
@@ -185,13 +199,15 @@ def test_debug_shows_the_traceback(work: Path) -> None:
 
 
 def test_runs_and_report_rerender_stored_runs(work: Path) -> None:
-    first = trialkit(work, "run", "suites.py:capability", "-q", "--name", "nightly",
-                     "--json", "first.json")
+    first = trialkit(
+        work, "run", "suites.py:capability", "-q", "--name", "nightly", "--json", "first.json"
+    )
     assert first.returncode == 0
     trialkit(work, "run", "suites.py:good", "-q", "--name", "nightly")
     listing = json.loads(trialkit(work, "runs", "--json").stdout)
     assert [(r["suite_id"], r["name"], r["trials"]) for r in listing] == [
-        ("good", "nightly", 4), ("cap", "nightly", 4),
+        ("good", "nightly", 4),
+        ("cap", "nightly", 4),
     ]
     table = trialkit(work, "runs").stdout
     assert "nightly" in table and "cap" in table
@@ -222,9 +238,21 @@ def test_report_of_an_unknown_run(work: Path) -> None:
 def test_ctrl_c_stores_what_finished_and_exits_130(work: Path) -> None:
     env = {**os.environ, "TRIALKIT_STORE": str(work / "store.db")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trialkit", "run", "suites.py:slow", "--concurrency", "2",
-         "--no-progress"],
-        cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "trialkit",
+            "run",
+            "suites.py:slow",
+            "--concurrency",
+            "2",
+            "--no-progress",
+        ],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 20
     stored = 0
@@ -240,7 +268,7 @@ def test_ctrl_c_stores_what_finished_and_exits_130(work: Path) -> None:
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
     assert "interrupted" in err
-    (status, run_id), = rows(work, "select status, id from runs")
+    ((status, run_id),) = rows(work, "select status, id from runs")
     assert status == "interrupted"
     kept = rows(work, f"select count(*) from trials where run_id = '{run_id}'")[0][0]
     assert isinstance(kept, int) and stored <= kept < 40
