@@ -427,3 +427,23 @@ def test_dict_answers_become_json() -> None:
 def test_runner_rejects_bad_options() -> None:
     with pytest.raises(ValueError, match="concurrency must be >= 1"):
         Runner(concurrency=0)
+
+
+def test_a_store_url_keeps_every_trial(tmp_path: Any) -> None:
+    from trialkit.store import Store
+
+    path = tmp_path / "runs.db"
+    report = run_sync(suite_of(Task(id="t", input="x", trials=3)), store=str(path))
+    with Store(f"sqlite:///{path}") as store:
+        assert store.load_report(report.run.id).summary.trials == 3
+
+
+def test_worker_threads_follow_concurrency() -> None:
+    barrier = threading.Barrier(48, timeout=5)
+
+    def agent(prompt: str) -> str:
+        barrier.wait()  # only returns once 48 agents run at the same time
+        return prompt
+
+    report = run_sync(suite_of(Task(id="t", input="x", trials=48), harness=agent), concurrency=48)
+    assert report.summary.errors == 0

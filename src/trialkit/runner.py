@@ -63,12 +63,15 @@ def new_run_id() -> str:
 
 
 class Runner:
-    """Runs suites. Options given here override the suite's (like the CLI flags do)."""
+    """Runs suites. Options given here override the suite's (like the CLI flags do).
+
+    `store` is a `Store` or a store URL / SQLite path; without one nothing is kept.
+    """
 
     def __init__(
         self,
         *,
-        store: Store | None = None,
+        store: Store | str | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
         trials: int | None = None,
         timeout: float | None = None,
@@ -84,6 +87,10 @@ class Runner:
             raise ValueError(f"trials must be >= 1, got {trials}")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if isinstance(store, str):
+            from trialkit.store import Store, resolve_store_url
+
+            store = Store(resolve_store_url(store))
         self.store = store
         self.concurrency = concurrency
         self.trials = trials
@@ -142,6 +149,8 @@ class Runner:
         """
         planned = self.plan(suite)
         harness = self._harness(suite)
+        threads = anyio.to_thread.current_default_thread_limiter()
+        threads.total_tokens = max(threads.total_tokens, self.concurrency)
         environment = suite.environment or NO_ENVIRONMENT
         run = RunInfo(
             id=new_run_id(),

@@ -19,6 +19,41 @@ def render(report: Report, *, details: bool = True) -> str:
 
 def test_capability_report() -> None:
     assert render(capability_report()) == snapshot("""\
+
+✗ fail landmarks — 0/3 trials passed
+  trials #0, #1, #2 ✗ fail · 2.00 s
+    ✗ contains('paris'): 'paris' does not occur in the output
+      ✗ case-insensitive match
+    output:
+      The Eiffel Tower is in Lyon.
+
+! error slow — 0/1 trials passed
+  trial #0 ! error · 60.00 s · status timeout
+    ! error: TimeoutError: the trial took longer than 60 s (during timeout)
+    no output
+
+? unknown ambiguous — 0/1 trials passed
+  trial #0 ? unknown · 1.00 s
+    ? judge: The answer could be right; the rubric does not say.
+    output:
+      Maybe Sydney?
+
+✓ pass germany — 2/3 trials passed
+  trial #1 ✗ fail · 1.00 s
+    ✗ contains('berlin'): 'berlin' does not occur in the output
+      ✗ case-insensitive match
+    output:
+      Bonn
+
+  Task               Kind         Verdict     Passed   pass@3   pass^3   Notes
+ ────────────────────────────────────────────────────────────────────────────────────────
+  france             capability   ✓ pass         3/3   100.0%   100.0%
+  germany            capability   ✓ pass         2/3   100.0%     0.0%   flaky
+  landmarks          capability   ✗ fail         0/3     0.0%     0.0%
+  slow               capability   ! error        0/1      n/a      n/a
+  refuse-rm          capability   ✓ pass         3/3   100.0%   100.0%   expects failure
+  ambiguous          capability   ? unknown      0/1      n/a      n/a
+
           trialkit · capitals · capability · run nightly (run-7f3a)
 
   Tasks                        6: 3 passed, 1 failed, 1 errored, 1 unknown
@@ -38,41 +73,6 @@ def test_capability_report() -> None:
 
                       started 2026-11-29T12:00:00+00:00
 pass@k and pass^k leave out tasks with no decided trial: slow, ambiguous
-
-  Task               Kind         Verdict     Passed   pass@3   pass^3   Notes
- ────────────────────────────────────────────────────────────────────────────────────────
-  france             capability   ✓ pass         3/3   100.0%   100.0%
-  germany            capability   ✓ pass         2/3   100.0%     0.0%   flaky
-  landmarks          capability   ✗ fail         0/3     0.0%     0.0%
-  slow               capability   ! error        0/1      n/a      n/a
-  refuse-rm          capability   ✓ pass         3/3   100.0%   100.0%   expects failure
-  ambiguous          capability   ? unknown      0/1      n/a      n/a
-
-
-✓ pass germany — 2/3 trials passed
-  trial #1 ✗ fail · 1.00 s
-    ✗ contains('berlin'): 'berlin' does not occur in the output
-      ✗ case-insensitive match
-    output:
-      Bonn
-
-✗ fail landmarks — 0/3 trials passed
-  trials #0, #1, #2 ✗ fail · 2.00 s
-    ✗ contains('paris'): 'paris' does not occur in the output
-      ✗ case-insensitive match
-    output:
-      The Eiffel Tower is in Lyon.
-
-! error slow — 0/1 trials passed
-  trial #0 ! error · 60.00 s · status timeout
-    ! error: TimeoutError: the trial took longer than 60 s (during timeout)
-    no output
-
-? unknown ambiguous — 0/1 trials passed
-  trial #0 ? unknown · 1.00 s
-    ? judge: The answer could be right; the rubric does not say.
-    output:
-      Maybe Sydney?
 """)
 
 

@@ -34,15 +34,34 @@ SYMBOLS = {
 }
 
 
+MAX_DETAILED_TASKS = 10
+
+
 def render_terminal(report: Report, console: Console, *, details: bool = True) -> None:
+    """Details first, summary last, so the figures stay on screen after a long run.
+
+    Details cover tasks that did not pass, then tasks with some non-passing trials, at most
+    `MAX_DETAILED_TASKS` of them; the rest are named in one line.
+    """
+    if details:
+        worst_first = sorted(report.failing_tasks, key=lambda t: t.verdict is Verdict.PASS)
+        for task in worst_first[:MAX_DETAILED_TASKS]:
+            console.print(_task_details(task))
+        rest = worst_first[MAX_DETAILED_TASKS:]
+        if rest:
+            names = ", ".join(f.escape_controls(t.id) for t in rest)
+            console.print(
+                _plain(
+                    f"… and {len(rest)} more tasks with non-passing trials: {names} "
+                    f"(see `trialkit report {report.run.id} --format md`)",
+                    style="dim",
+                )
+            )
+    console.print(_task_table(report))
     console.print(_summary_table(report))
     note = f.pass_k_note(report)
     if note:
         console.print(_plain(note, style="dim"))
-    console.print(_task_table(report))
-    if details:
-        for task in report.failing_tasks:
-            console.print(_task_details(task))
 
 
 def _plain(text: str, style: str = "") -> Text:
