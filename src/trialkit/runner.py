@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 
 from trialkit._record import ErrorInfo
+from trialkit._writer import TrialWriter
 from trialkit.environments.base import NO_ENVIRONMENT, Environment
 from trialkit.graders.base import GradeContext, Grader, as_grader, combine_verdicts, run_grader
 from trialkit.graders.text import agent_failed
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from trialkit.store import Store
 
 DEFAULT_CONCURRENCY = 10
-_MAX_PENDING = 256
 
 
 class EmptySelection(SuiteError):
@@ -178,7 +178,7 @@ class Runner:
         if self.store is not None:
             await anyio.to_thread.run_sync(self.store.create_run, run, suite_info, plans)
         results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
-        writer = _TrialWriter(self.store)
+        writer = TrialWriter(self.store)
         total = sum(p.trials for p in planned)
         if self.progress is not None:
             self.progress.start(total)
@@ -213,56 +213,6 @@ class Runner:
             if self.progress is not None:
                 self.progress.stop()
         return build_report(run, suite_info, plans, results)
-
-
-class _TrialWriter:
-    """Commits finished trials from a worker thread, in batches of what finished meanwhile.
-
-    Trials wait in memory only until the thread is free again (group commit), and at most
-    `max_pending` of them: past that, workers wait for the writer, so memory stays flat
-    however fast trials finish.
-    """
-
-    def __init__(self, store: Store | None, max_pending: int = _MAX_PENDING) -> None:
-        self.store = store
-        self.max_pending = max_pending
-        self.pending: list[Trial] = []
-        self.closed = False
-        self.wake = anyio.Event()
-        self.drained = anyio.Event()
-
-    async def put(self, trial: Trial) -> None:
-        if self.store is None:
-            return
-        self.pending.append(trial)
-        self.wake.set()
-        while len(self.pending) >= self.max_pending:
-            await self.drained.wait()
-
-    def close(self) -> None:
-        self.closed = True
-        self.wake.set()
-
-    async def loop(self) -> None:
-        if self.store is None:
-            return
-        store = self.store
-        while True:
-            await self.wake.wait()
-            self.wake = anyio.Event()
-            batch, self.pending = self.pending, []
-            self.drained.set()
-            self.drained = anyio.Event()
-            if batch:
-                # Not abandoned on cancel: a batch in flight is committed before Ctrl-C lands.
-                await anyio.to_thread.run_sync(store.save_trials, batch)
-            if self.closed and not self.pending:
-                return
-
-    def flush_now(self) -> None:
-        if self.store is not None and self.pending:
-            batch, self.pending = self.pending, []
-            self.store.save_trials(batch)
 
 
 class _TrialRunner:
