@@ -403,7 +403,7 @@ def test_empty_selection_and_missing_harness() -> None:
     suite = suite_of(Task(id="t", input="x"))
     with pytest.raises(EmptySelection, match=r"no tasks matching --task nope; nothing to run"):
         run_sync(suite, task_ids=["nope"])
-    with pytest.raises(SuiteError, match="no harness"):
+    with pytest.raises(SuiteError, match="nothing to evaluate: give the agent under test"):
         run_sync(Suite(id="s", tasks=[Task(id="t", input="x")]))
 
 

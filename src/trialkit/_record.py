@@ -33,7 +33,8 @@ class ErrorInfo(Record):
     message: str
     traceback: str | None = None
     phase: str | None = None
-    """Where it happened: `setup`, `agent`, `capture`, `grading`, `teardown`, `timeout`."""
+    """Where it happened: `setup`, `agent`, `capture`, `grading` or `teardown` (for a timeout,
+    the phase that was running when time ran out)."""
 
     @classmethod
     def from_exception(cls, exc: BaseException, *, phase: str | None = None) -> ErrorInfo:

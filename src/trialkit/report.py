@@ -26,7 +26,8 @@ class RunInfo(Record):
     name: str | None = None
     started_at: AwareDatetime
     finished_at: AwareDatetime | None = None
-    status: Literal["running", "completed", "interrupted"] = "completed"
+    status: Literal["running", "completed", "interrupted", "stopped"] = "completed"
+    """`stopped`: the `--max-cost` budget ran out; `config.stop_reason` says when."""
     config: dict[str, Any] = Field(default_factory=dict)
     """The settings the run used (trials, concurrency, timeout, selection)."""
 

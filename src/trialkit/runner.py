@@ -23,7 +23,11 @@ from trialkit.environments.base import NO_ENVIRONMENT, Environment
 from trialkit.graders.base import GradeContext, Grader, as_grader, combine_verdicts, run_grader
 from trialkit.graders.text import agent_failed
 from trialkit.harness.base import Harness, Reply, TrialContext
+from trialkit.harness.chat import ChatHarness
 from trialkit.harness.function import as_harness
+from trialkit.models.base import Model
+from trialkit.models.context import ModelSettings, calls_as, use_settings
+from trialkit.models.retry import RetryPolicy
 from trialkit.outcome import Outcome
 from trialkit.report import (
     Report,
@@ -39,6 +43,7 @@ from trialkit.transcript import Message, TranscriptRecorder, Turn, activate, dea
 from trialkit.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
+    from trialkit.models.cassette import Cassette
     from trialkit.progress import Progress
     from trialkit.store import Store
 
@@ -80,6 +85,11 @@ class Runner:
         name: str | None = None,
         harness: Any = None,
         progress: Progress | None = None,
+        model: str | None = None,
+        judge_model: str | None = None,
+        cassette: Cassette | None = None,
+        retry: RetryPolicy | None = None,
+        max_cost: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -87,6 +97,8 @@ class Runner:
             raise ValueError(f"trials must be >= 1, got {trials}")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if max_cost is not None and not max_cost > 0:
+            raise ValueError(f"max_cost must be > 0 dollars, got {max_cost}")
         if isinstance(store, str):
             from trialkit.store import Store, resolve_store_url
 
@@ -100,6 +112,14 @@ class Runner:
         self.name = name
         self.harness_override = harness
         self.progress = progress
+        self.model = model
+        self.settings = ModelSettings(
+            cassette=cassette,
+            retry=retry or RetryPolicy(),
+            default_model=model,
+            judge_model=judge_model,
+        )
+        self.max_cost = max_cost
         self.last_run: RunInfo | None = None
         """The run being (or last) run, so a caller can name it after an interruption."""
         self.finished = 0
@@ -115,9 +135,10 @@ class Runner:
         suite_graders = [as_grader(g) for g in suite.graders]
         planned = []
         for task in tasks:
-            graders = [*suite_graders, *(as_grader(g) for g in task.graders)]
-            if task.expect == "failure" and not graders:
-                graders = [agent_failed()]
+            own = [as_grader(g) for g in task.graders]
+            if task.expect == "failure" and not own:
+                own = [agent_failed()]  # suite-wide checks alone never prove a refusal
+            graders = [*suite_graders, *own]
             planned.append(
                 _PlannedTask(
                     task=task,
@@ -128,13 +149,19 @@ class Runner:
             )
         return planned
 
-    def _harness(self, suite: Suite) -> Harness:
+    def _harness(self, suite: Suite, planned: list[_PlannedTask]) -> Harness:
         chosen = self.harness_override if self.harness_override is not None else suite.harness
         if chosen is None:
-            raise SuiteError(
-                f"suite {suite.id!r}: no harness: pass the agent under test as "
-                "Suite(harness=your_function)"
-            )
+            has_model = suite.model is not None or self.model is not None
+            if not (has_model or all(p.task.model is not None for p in planned)):
+                raise SuiteError(
+                    f"suite {suite.id!r}: nothing to evaluate: give the agent under test as "
+                    "Suite(harness=your_function), or a model with Suite(model=...), "
+                    "--model or TRIALKIT_MODEL"
+                )
+            from trialkit.harness.chat import ChatHarness
+
+            return ChatHarness()
         try:
             return as_harness(chosen)
         except TypeError as exc:
@@ -148,7 +175,7 @@ class Runner:
         propagates.
         """
         planned = self.plan(suite)
-        harness = self._harness(suite)
+        harness = self._harness(suite, planned)
         threads = anyio.to_thread.current_default_thread_limiter()
         threads.total_tokens = max(threads.total_tokens, self.concurrency)
         environment = suite.environment or NO_ENVIRONMENT
@@ -164,6 +191,8 @@ class Runner:
                 "task_ids": list(self.task_ids),
                 "tags": list(self.tags),
                 "harness": getattr(harness, "name", type(harness).__name__),
+                "model": _model_name(suite.model or self.model),
+                "max_cost": self.max_cost,
             },
         )
         self.last_run = run
@@ -182,11 +211,15 @@ class Runner:
         total = sum(p.trials for p in planned)
         if self.progress is not None:
             self.progress.start(total)
-        trial_runner = _TrialRunner(run.id, suite, harness, environment)
+        trial_runner = _TrialRunner(run.id, suite, harness, environment, self.model)
+        budget = _Budget(self.max_cost)
 
         async def worker(queue: Iterator[tuple[_PlannedTask, int]]) -> None:
             for item, index in queue:
+                if budget.spent_out():
+                    return
                 trial = await trial_runner.run(item, index)
+                budget.add(trial)
                 results[item.task.id].append(TrialResult.from_trial(trial))
                 await writer.put(trial)
                 self.finished += 1
@@ -195,13 +228,20 @@ class Runner:
 
         queue = iter([(p, i) for p in planned for i in range(p.trials)])
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(writer.loop)
-                async with anyio.create_task_group() as workers:
-                    for _ in range(min(self.concurrency, total)):
-                        workers.start_soon(worker, queue)
-                writer.close()
+            with use_settings(self.settings):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(writer.loop)
+                    async with anyio.create_task_group() as workers:
+                        for _ in range(min(self.concurrency, total)):
+                            workers.start_soon(worker, queue)
+                    writer.close()
             run.status = "completed"
+            if budget.spent_out() and self.finished < total:
+                run.status = "stopped"
+                run.config["stop_reason"] = (
+                    f"the cost budget of ${self.max_cost:g} was spent (${budget.spent:.4f}) "
+                    f"after {self.finished} of {total} trials"
+                )
         except BaseException:
             run.status = "interrupted"
             raise
@@ -212,21 +252,31 @@ class Runner:
                 self.store.finish_run(run)
             if self.progress is not None:
                 self.progress.stop()
+            with anyio.CancelScope(shield=True):
+                await harness.aclose()
         return build_report(run, suite_info, plans, results)
 
 
 class _TrialRunner:
     """Runs one trial through setup, the agent's turns, capture and grading."""
 
-    def __init__(self, run_id: str, suite: Suite, harness: Harness, env: Environment) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        suite: Suite,
+        harness: Harness,
+        env: Environment,
+        default_model: str | None,
+    ) -> None:
         self.run_id = run_id
         self.suite = suite
         self.harness = harness
         self.env = env
+        self.default_model = default_model
 
     async def run(self, item: _PlannedTask, index: int) -> Trial:
         task = item.task
-        recorder = TranscriptRecorder()
+        recorder = TranscriptRecorder(task.id, index)
         token = activate(recorder)
         started_at = recorder.transcript.timing.started_at or datetime.now(UTC)
         clock = time.perf_counter()
@@ -261,7 +311,12 @@ class _TrialRunner:
             scores=state.scores,
             error=state.error,
             usage=transcript.usage,
+            grader_usage=transcript.grader_usage,
             cost_usd=_cost(transcript.model_calls),
+            grader_cost_usd=_cost([c for c in transcript.model_calls if c.role == "grader"]),
+            model=_model_name(task.model or self.suite.model or self.default_model)
+            if isinstance(self.harness, ChatHarness)
+            else None,
             started_at=started_at,
             duration_s=transcript.timing.total_s,
         )
@@ -288,7 +343,8 @@ class _TrialRunner:
             trial_index=index,
             world=state.world,
             run_id=self.run_id,
-            model=task.model or self.suite.model,
+            model=task.model or self.suite.model or self.default_model,
+            config=self.suite.config,
             system=self.suite.system,
         )
         agent_error = await self._converse(ctx, recorder, state.outcome)
@@ -319,7 +375,8 @@ class _TrialRunner:
             outcome=state.outcome,
             world=state.world,
         )
-        state.scores = await _grade(item.graders, grade_ctx, expect=task.expect)
+        with calls_as("grader"):
+            state.scores = await _grade(item.graders, grade_ctx, expect=task.expect)
         timing.grading_s = time.perf_counter() - mark
         state.phase = "done"
 
@@ -476,6 +533,25 @@ def _cost(calls: Sequence[Any]) -> float | None:
             return None
         total += call.cost_usd
     return total
+
+
+def _model_name(model: str | Model | None) -> str | None:
+    return model.id if isinstance(model, Model) else model
+
+
+class _Budget:
+    """Dollars spent by finished trials, against `--max-cost`."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.spent = 0.0
+
+    def add(self, trial: Trial) -> None:
+        if trial.cost_usd is not None:
+            self.spent += trial.cost_usd
+
+    def spent_out(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
 
 
 def run_sync(suite: Suite, **options: Any) -> Report:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from trialkit.environments.base import Environment
     from trialkit.graders.base import GraderLike
     from trialkit.harness.base import HarnessLike
+    from trialkit.models.base import GenerationConfig, Model
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_TRIALS = 1
@@ -99,7 +100,7 @@ class Task:
     """Overrides the suite's trial count."""
     timeout: float | None = None
     """Seconds for setup, agent and grading of one trial; overrides the suite's (60 s)."""
-    model: str | None = None
+    model: str | Model | None = None
     """Overrides the suite's model."""
     kind: SuiteKind | KindName | None = None
     """For a task in a `mixed` suite: `capability` or `regression`."""
@@ -168,10 +169,12 @@ class Suite:
     """The agent under test: a callable, a `Harness`, or a model id string."""
     graders: list[GraderLike] = field(default_factory=list)
     """Checks applied to every task, before the task's own."""
-    model: str | None = None
-    """The default model, for a model harness and for judges."""
+    model: str | Model | None = None
+    """The model under test when no harness is given (and the default for judges)."""
     system: str | None = None
     """A system prompt for a model harness."""
+    config: GenerationConfig | None = None
+    """Generation parameters for a model harness (temperature, max_tokens, ...)."""
     environment: Environment | None = None
     """Prepares and captures the world for each trial; none by default."""
     timeout: float = DEFAULT_TIMEOUT_S

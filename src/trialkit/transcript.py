@@ -108,7 +108,13 @@ class ModelCall(Record):
     cost_usd: float | None = None
     latency_s: float | None = None
     retries: int = 0
+    """Attempts beyond the first (transient errors that were retried)."""
     error: str | None = None
+    """Why the call failed for good, when it did."""
+    replayed: bool = False
+    """Answered from a cassette, without calling the model."""
+    key: str | None = None
+    """The request's cassette key (SHA-256 of its canonical JSON)."""
     turn: int = 0
 
 
@@ -165,10 +171,23 @@ class Transcript(Record):
 class TranscriptRecorder:
     """Collects the transcript of the trial that is running in the current context."""
 
-    def __init__(self) -> None:
+    def __init__(self, task_id: str = "", trial_index: int = 0) -> None:
         self.transcript = Transcript(timing=Timing(started_at=datetime.now(UTC)))
         self._clock_start = time.perf_counter()
         self.turn = 0
+        self.task_id = task_id
+        self.trial_index = trial_index
+        self._occurrences: dict[str, int] = {}
+
+    def next_occurrence(self, key: str) -> int:
+        """How many times this trial already made the request `key` (0 the first time).
+
+        Cassettes file each response under (trial index, occurrence), so an agent that sends
+        the same request twice in a trial gets its two recorded answers back in order.
+        """
+        count = self._occurrences.get(key, 0)
+        self._occurrences[key] = count + 1
+        return count
 
     def elapsed(self) -> float:
         return time.perf_counter() - self._clock_start

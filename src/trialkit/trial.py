@@ -46,8 +46,13 @@ class Trial(Record):
     """Why the trial errored (setup, agent, capture or timeout); graders' errors are on scores."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens of the agent's model calls."""
+    grader_usage: Usage = Field(default_factory=Usage)
+    """Tokens of the graders' model calls (judges)."""
     cost_usd: float | None = None
-    """Cost of the agent's and graders' model calls; `None` when unknown (never guessed as 0)."""
+    """Cost of all model calls, the agent's and the graders'; `None` when no call was recorded
+    or a price is unknown (never guessed as 0)."""
+    grader_cost_usd: float | None = None
+    """The graders' part of `cost_usd`."""
     started_at: AwareDatetime
     duration_s: float
     """Wall time of setup, agent, capture and grading."""

@@ -200,7 +200,7 @@ def _print_verdict(report: Any, gate: Any, *, quiet: bool) -> None:
     rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.1%}"
     line = (
         f"{s.passed_tasks}/{s.tasks} tasks passed, pass rate {rate} over {s.trials} trials, "
-        f"{s.errors} errors — run {report.run.id}"
+        f"{s.errors} {'error' if s.errors == 1 else 'errors'} — run {report.run.id}"
     )
     click.echo(line)
     if not gate.passed:

@@ -16,6 +16,7 @@ from trialkit._record import Record
 from trialkit.transcript import Message, ToolCall, Usage
 
 if TYPE_CHECKING:
+    from trialkit.models.base import GenerationConfig, Model
     from trialkit.task import Task
 
 
@@ -54,10 +55,12 @@ class TrialContext:
     world: Any = None
     """What the environment's `setup` returned, e.g. a workspace; `None` without one."""
     run_id: str = ""
-    model: str | None = None
+    model: str | Model | None = None
     """The model chosen for this task (task's, suite's or `--model`), if any."""
     system: str | None = None
     """The suite's system prompt, if any."""
+    config: GenerationConfig | None = None
+    """The suite's generation parameters (temperature, max_tokens, ...), if any."""
 
 
 class Session:
@@ -77,6 +80,9 @@ class Harness:
 
     async def session(self, ctx: TrialContext) -> Session:
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release what the harness holds (connections, servers); called when the run ends."""
 
 
 HarnessLike: TypeAlias = Harness | Callable[..., Any] | Callable[..., Awaitable[Any]] | type | str

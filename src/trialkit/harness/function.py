@@ -148,11 +148,12 @@ def as_harness(obj: HarnessLike) -> Harness:
     """A `Harness` for `obj`: a Harness, an agent class with `send`, or any callable."""
     if isinstance(obj, Harness):
         return obj
-    if isinstance(obj, str):
-        raise TypeError(
-            f"harness {obj!r}: a model id as the agent needs the model layer, which this "
-            "version of trialkit does not have yet; pass your agent function as harness="
-        )
+    from trialkit.models.base import Model
+
+    if isinstance(obj, str | Model):
+        from trialkit.harness.chat import ChatHarness
+
+        return ChatHarness(obj)
     if isinstance(obj, type) and hasattr(obj, "send"):
         return SessionHarness(obj)
     if callable(obj):

@@ -64,6 +64,9 @@ def _import(module_part: str) -> ModuleType:
         if not path.is_file():
             raise TargetError(f"{module_part}: no such file")
         return _import_file(path.resolve())
+    cwd = str(Path.cwd())
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)  # like `python -m`: modules of the project folder import
     try:
         return importlib.import_module(module_part)
     except ModuleNotFoundError as exc:

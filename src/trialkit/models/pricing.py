@@ -1,0 +1,54 @@
+"""Cost of a model call from `genai-prices` (its bundled snapshot; never fetched online)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from trialkit.transcript import Usage
+
+FREE_PROVIDERS = frozenset({"scripted"})
+"""Providers whose calls cost nothing for certain (test doubles)."""
+
+
+def cost_of(model_id: str, usage: Usage) -> float | None:
+    """US dollars for one call, or `None` when the price is unknown (never guessed as 0)."""
+    provider, _, name = model_id.partition("/")
+    if provider in FREE_PROVIDERS:
+        return 0.0
+    if not name or not _known(provider, name):
+        return None
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+
+    priced = PriceUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens or None,
+        cache_write_tokens=usage.cache_write_tokens or None,
+    )
+    try:
+        return float(calc_price(priced, model_ref=name, provider_id=provider).total_price)
+    except LookupError:
+        return None
+
+
+@lru_cache(maxsize=256)
+def _known(provider: str, name: str) -> bool:
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+
+    try:
+        calc_price(PriceUsage(input_tokens=0, output_tokens=0), model_ref=name, provider_id=provider)
+    except LookupError:
+        return False
+    return True
+
+
+def add_costs(*costs: float | None) -> float | None:
+    """The sum, or `None` when any part is unknown."""
+    total = 0.0
+    for cost in costs:
+        if cost is None:
+            return None
+        total += cost
+    return total

@@ -1,0 +1,61 @@
+"""`get_model("provider/name")`: model ids to managed models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trialkit.models.base import Model
+from trialkit.models.managed import ManagedModel
+
+PROVIDERS = ("openai", "anthropic", "scripted")
+
+
+class UnknownModel(ValueError):
+    """A model id that names no provider trialkit knows."""
+
+
+def get_model(
+    model: str | Model,
+    *,
+    max_concurrency: int | None = None,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    **options: Any,
+) -> ManagedModel:
+    """A model ready to call: `openai/gpt-4o-mini`, `anthropic/claude-sonnet-4-5`, `scripted/echo`.
+
+    `options` go to the provider (e.g. `base_url`, `api_key`, `timeout`). A `Model` instance
+    is wrapped as it is. Every call goes through retries, limits, the run's cassette, and
+    is recorded into the current trial's transcript.
+    """
+    if isinstance(model, ManagedModel):
+        return model
+    if isinstance(model, Model):
+        inner = model
+    else:
+        inner = _provider_model(model, options)
+    return ManagedModel(inner, max_concurrency=max_concurrency, rpm=rpm, tpm=tpm)
+
+
+def _provider_model(model_id: str, options: dict[str, Any]) -> Model:
+    provider, sep, name = model_id.partition("/")
+    if not sep or not name:
+        raise UnknownModel(
+            f"model {model_id!r}: expected provider/name, e.g. openai/gpt-4o-mini "
+            f"(providers: {', '.join(PROVIDERS)})"
+        )
+    if provider == "openai":
+        from trialkit.models.openai import OpenAIModel
+
+        return OpenAIModel(name, **options)
+    if provider == "anthropic":
+        from trialkit.models.anthropic import AnthropicModel
+
+        return AnthropicModel(name, **options)
+    if provider == "scripted":
+        from trialkit.models.scripted import ScriptedModel
+
+        return ScriptedModel(name, **options)
+    raise UnknownModel(
+        f"model {model_id!r}: unknown provider {provider!r} (known: {', '.join(PROVIDERS)})"
+    )
