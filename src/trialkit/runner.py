@@ -27,6 +27,7 @@ from trialkit.harness.chat import ChatHarness
 from trialkit.harness.function import as_harness
 from trialkit.models.base import Model
 from trialkit.models.context import ModelSettings, calls_as, use_settings
+from trialkit.models.registry import UnknownModel, check_model_id
 from trialkit.models.retry import RetryPolicy
 from trialkit.outcome import Outcome
 from trialkit.report import (
@@ -159,8 +160,12 @@ class Runner:
                     "Suite(harness=your_function), or a model with Suite(model=...), "
                     "--model or TRIALKIT_MODEL"
                 )
-            from trialkit.harness.chat import ChatHarness
-
+            for model in {p.task.model or suite.model or self.model for p in planned}:
+                if isinstance(model, str):
+                    try:
+                        check_model_id(model)
+                    except UnknownModel as exc:
+                        raise SuiteError(f"suite {suite.id!r}: {exc}") from None
             return ChatHarness()
         try:
             return as_harness(chosen)

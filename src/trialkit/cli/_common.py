@@ -52,6 +52,7 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool(kwargs.get("debug"))
         from trialkit.loaders.python import TargetError
+        from trialkit.models.registry import UnknownModel
         from trialkit.store import StoreError
         from trialkit.task import SuiteError
 
@@ -60,7 +61,7 @@ def handle_errors(fn: F) -> F:
         except CliError as exc:
             _show(exc, debug)
             sys.exit(exc.code)
-        except (SuiteError, TargetError, StoreError) as exc:
+        except (SuiteError, TargetError, StoreError, UnknownModel) as exc:
             _show(exc, debug)
             sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:

@@ -70,6 +70,35 @@ def _error_allowance(text: str) -> float:
 )
 @click.option("--tag", "tags", multiple=True, help="Run only tasks with this tag (repeatable).")
 @click.option("--name", help="A name for this run (`trialkit report NAME` finds its latest).")
+@click.option(
+    "--model",
+    envvar="TRIALKIT_MODEL",
+    help="The model under test when neither the task nor the suite names one "
+    "(provider/name, e.g. openai/gpt-4o-mini) [env TRIALKIT_MODEL].",
+)
+@click.option("--judge-model", help="The model judges use when they name none.")
+@click.option(
+    "--cache",
+    "cache_dir",
+    type=click.Path(file_okay=False),
+    envvar="TRIALKIT_CACHE",
+    metavar="DIR",
+    help="Cassette folder for recorded model calls [env TRIALKIT_CACHE].",
+)
+@click.option(
+    "--cache-mode",
+    type=click.Choice(["live", "record", "replay", "auto"]),
+    envvar="TRIALKIT_CACHE_MODE",
+    help="live: no cassette; record: call and store; replay: never call (a miss is an "
+    "error); auto: replay what exists, record the rest [default: auto with --cache, else "
+    "live; env TRIALKIT_CACHE_MODE].",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="DOLLARS",
+    help="Stop scheduling new trials once this much has been spent.",
+)
 @store_option
 @click.option(
     "--json",
@@ -116,6 +145,11 @@ def run_command(
     task_ids: tuple[str, ...],
     tags: tuple[str, ...],
     name: str | None,
+    model: str | None,
+    judge_model: str | None,
+    cache_dir: str | None,
+    cache_mode: str | None,
+    max_cost: float | None,
     store_url: str | None,
     json_path: str | None,
     markdown_path: str | None,
@@ -139,6 +173,7 @@ def run_command(
 
     min_rate = _fraction(min_pass_rate, "--min-pass-rate") if min_pass_rate else None
     allowance = _error_allowance(fail_on_error)
+    cassette = _cassette(cache_dir, cache_mode)
     suite = load_suite(target)
     console = stdout_console()
     err_console = _stderr_console()
@@ -155,6 +190,10 @@ def run_command(
         tags=tags,
         name=name,
         progress=progress,
+        model=model,
+        judge_model=judge_model,
+        cassette=cassette,
+        max_cost=max_cost,
     )
     runner.plan(suite)  # a bad selection is exit 2 before anything is stored
     try:
@@ -166,6 +205,8 @@ def run_command(
         sys.exit(EXIT_INTERRUPTED)
     finally:
         store.close()
+        if cassette is not None:
+            cassette.write_manifest()
 
     if not quiet:
         render_terminal(report, console)
@@ -175,6 +216,19 @@ def run_command(
     gate = report.gate(min_pass_rate=min_rate, fail_on_error=allowance)
     _print_verdict(report, gate, quiet=quiet)
     sys.exit(gate.exit_code)
+
+
+def _cassette(cache_dir: str | None, cache_mode: str | None) -> Any:
+    from trialkit.models.cassette import CacheMode, Cassette
+
+    mode = CacheMode(cache_mode) if cache_mode else (CacheMode.AUTO if cache_dir else None)
+    if mode is None or mode is CacheMode.LIVE:
+        return None
+    if cache_dir is None:
+        fail(f"--cache-mode {mode.value} needs --cache DIR (the cassette folder)")
+    if mode is CacheMode.REPLAY and not Path(cache_dir).is_dir():
+        fail(f"--cache {cache_dir}: no such folder to replay from")
+    return Cassette(cache_dir, mode)
 
 
 def _stderr_console() -> Any:

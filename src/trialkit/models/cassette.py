@@ -1,17 +1,13 @@
 """Cassettes: model calls recorded to disk and replayed, for deterministic, offline, free runs.
 
 DESIGN §7. A recording is filed under the SHA-256 of the request's canonical JSON (never headers,
-keys, request ids or timestamps), one pretty JSON file per key so recordings review well in git:
-
-    ROOT/<model id, '/' -> '__'>/<key[:2]>/<key>.json
-    {"schema_version": 1, "key": "...", "kind": "model" | "text", "model": "openai/gpt-4o",
-     "request": <canonical request>,
-     "responses": [{"trial": 0, "occurrence": 0, "recorded_at": "...Z", "response": {...}}, ...]}
-
-`responses` is a flat list sorted by (trial, occurrence): one answer per trial and per repeat of
-the same request within that trial, so a replay reproduces every trial, variance included.
-`kind: "text"` files come from plain-function harnesses: the request is
-`{"model": id, "input": key_input}` and each entry holds `output` (a string) instead.
+keys, request ids or timestamps): one pretty JSON file per key, so recordings review well in git,
+at `ROOT/<model id, '/' -> '__'>/<key[:2]>/<key>.json`, holding `{"schema_version": 1, "key",
+"kind": "model", "model", "request": <canonical request>, "responses": [{"trial", "occurrence",
+"recorded_at", "response": <ModelResponse>}]}`. `responses` is a list sorted by (trial,
+occurrence) — numeric order, unlike JSON object keys: one answer per trial and per repeat of the
+request in that trial, so a replay reproduces every trial, variance included. `kind: "text"`
+files serve plain-function harnesses: the request is `{"model", "input"}`, entries hold `output`.
 """
 
 from __future__ import annotations
@@ -26,26 +22,26 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AwareDatetime, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_core import to_jsonable_python
 
 from trialkit._record import Record
 from trialkit.models.base import REQUEST_SCHEMA_VERSION, ModelRequest, ModelResponse
 
 SCHEMA_VERSION = 1
-MANIFEST = ".last-run.json"
-"""Keys the last run used, at the cassette's root: what `prune` keeps."""
+MANIFEST = ".last-run.json"  # at the root: the keys the last run used, which `prune` keeps
 DIFF_LINES = 40
 Kind = Literal["model", "text"]
+Slot = tuple[int, int]  # (trial, occurrence)
+Near = list[tuple[Path, list[str]]]
 
-_SECRET_NAMES = {"authorization", "proxyauthorization", "accesstoken", "refreshtoken"}
-_SECRET_NAMES |= {"clientsecret", "secretkey", "secretaccesskey", "apisecret", "xapikey"}
+_SECRET_NAMES = {"authorization", "proxyauthorization", "accesstoken", "refreshtoken", "xapikey"}
+_SECRET_NAMES |= {"clientsecret", "secretkey", "secretaccesskey", "apisecret"}
 _SECRET_VALUE = re.compile(
     r"(?<![A-Za-z0-9])(?:sk-[A-Za-z0-9_\-]{16,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35})"
     r"|\bBearer\s+[A-Za-z0-9._~+/\-]{16,}"
@@ -53,85 +49,65 @@ _SECRET_VALUE = re.compile(
 
 
 class CacheMode(StrEnum):
-    LIVE = "live"
-    """No cassette: every call goes to the model, nothing is read or written."""
-    RECORD = "record"
-    """Call the model and store every answer, replacing what was recorded for that slot."""
-    REPLAY = "replay"
-    """Never call: a request with no recording is an error (`CassetteMiss`)."""
-    AUTO = "auto"
-    """Replay what exists, call and record only what is missing."""
+    LIVE = "live"  # no cassette: every call goes to the model, nothing is read or written
+    RECORD = "record"  # call the model, store every answer (replacing that trial's slot)
+    REPLAY = "replay"  # never call: a request with no recording is an error (`CassetteMiss`)
+    AUTO = "auto"  # replay what exists, call and record only what is missing
 
 
 class CassetteError(Exception):
-    """A cassette file cannot be used (corrupt, another schema, a secret about to be written).
-
-    Its message names the file, so the user knows what to fix or delete.
-    """
+    """A cassette file cannot be used or written; the message names it, to fix or delete."""
 
 
 class CassetteMiss(Exception):
-    """Replay found no recording for a call: an error for the trial, never a fail.
+    """Replay found no recording: an error for the trial, never a fail. The message names the
+    task, trial, model and occurrence and shows how the request differs from the closest
+    recording, because "the prompt changed" is the usual cause."""
 
-    The message names the task, trial, model and occurrence, and shows how the request differs
-    from the closest recording, because "the prompt changed" is the usual cause.
-    """
-
-    def __init__(
-        self, message: str, *, task_id: str, trial: int, model: str, occurrence: int, key: str
-    ) -> None:
+    def __init__(self, message: str, *, task_id: str, trial: int, model: str, key: str) -> None:
         super().__init__(message)
-        self.task_id = task_id
-        self.trial = trial
-        self.model = model
-        self.occurrence = occurrence
-        self.key = key
+        self.task_id, self.trial, self.model, self.key = task_id, trial, model, key
 
 
 class _Entry(Record):
     trial: int = Field(ge=0)
     occurrence: int = Field(ge=0)
-    recorded_at: datetime
+    recorded_at: AwareDatetime
     response: dict[str, Any] | None = None
     output: str | None = None
 
 
 class _File(Record):
+    """One recording file, its entries indexed by (trial, occurrence) for fast lookups."""
+
     schema_version: int
     key: str
     kind: Kind
     model: str
     request: dict[str, Any]
-    responses: list[_Entry]
+    responses: list[_Entry] = Field(default_factory=list)
+    _slots: dict[Slot, _Entry] = PrivateAttr(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _index(self) -> _File:
+        for e in self.responses:
+            where = f"trial {e.trial} occurrence {e.occurrence}"
+            if (e.response is None, e.output is None) != (self.kind == "text", self.kind != "text"):
+                raise ValueError(f"{where}: a {self.kind} recording needs only its own field")
+            if self._slots.setdefault((e.trial, e.occurrence), e) is not e:
+                raise ValueError(f"{where} appears twice")
+        return self
 
-@dataclass
-class _Doc:
-    """One recording file in memory, its entries indexed by (trial, occurrence) for lookups."""
+    def at(self, slot: Slot) -> _Entry | None:
+        return self._slots.get(slot)
 
-    path: Path
-    key: str
-    kind: Kind
-    model: str
-    request: dict[str, Any]
-    entries: dict[tuple[int, int], _Entry] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "key": self.key,
-            "kind": self.kind,
-            "model": self.model,
-            "request": self.request,
-            "responses": [
-                self.entries[slot].model_dump(mode="json", exclude_none=True)
-                for slot in sorted(self.entries)
-            ],
-        }
+    def put(self, entry: _Entry) -> None:
+        self._slots[entry.trial, entry.occurrence] = entry
+        self.responses = [self._slots[slot] for slot in sorted(self._slots)]
 
 
 def _hash(canonical: object) -> str:
-    """The key of canonical data: the same encoding as `ModelRequest.key`."""
+    """The key of canonical data, encoded exactly as `ModelRequest.key` does."""
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -150,17 +126,26 @@ def _text_request(model_id: str, key_input: object) -> dict[str, Any]:
     return {"model": model_id, "input": to_jsonable_python(key_input)}
 
 
-def find_secret(value: object, where: str = "$") -> str | None:
-    """Where in `value` something looks like a credential (a JSON path), or None.
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
 
-    Cassettes are committed to git, so an API key that leaked into a request or a response
-    (a header dict passed as `extra`, a key echoed by a tool) must never be written.
-    """
+
+def _clip(text: str, width: int = 200) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+
+
+def find_secret(value: object, where: str = "$") -> str | None:
+    """Where in `value` something looks like a credential (a JSON path), or None. Cassettes go
+    to git, so a key that leaked into a request or response must never be written."""
     if isinstance(value, dict):
         for name, item in value.items():
-            path = f"{where}.{name}"
-            norm = re.sub(r"[^a-z0-9]", "", str(name).lower())
-            if isinstance(item, str) and item and (norm in _SECRET_NAMES or norm.endswith("apikey")):
+            path, norm = f"{where}.{name}", re.sub(r"[^a-z0-9]", "", str(name).lower())
+            if item and isinstance(item, str) and (norm in _SECRET_NAMES or "apikey" in norm):
                 return path
             if (found := find_secret(item, path)) is not None:
                 return found
@@ -173,42 +158,21 @@ def find_secret(value: object, where: str = "$") -> str | None:
     return None
 
 
-def _load(path: Path) -> _Doc | None:
+def _load(path: Path) -> _File | None:
     """The recording at `path`, None when there is none; `CassetteError` when it is unusable."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CassetteError(f"{path}: cannot read: {exc}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CassetteError(f"{path}: not valid JSON ({exc}); fix or delete it") from exc
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise CassetteError(f"{path}: not readable JSON ({exc}); fix or delete it") from exc
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
-        raise CassetteError(
-            f"{path}: schema_version {version!r} is not {SCHEMA_VERSION}, the one this "
-            "trialkit reads; re-record it with this version"
-        )
+        raise CassetteError(f"{path}: schema_version {version!r}, this trialkit reads 1")
     try:
-        parsed = _File.model_validate(data)
+        return _File.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise CassetteError(f"{path}: not a cassette recording: {loc}: {err['msg']}") from exc
-    doc = _Doc(path, parsed.key, parsed.kind, parsed.model, parsed.request)
-    for entry in parsed.responses:
-        slot = (entry.trial, entry.occurrence)
-        if (entry.response is None) == (parsed.kind == "model") or entry.output is not None == (
-            parsed.kind == "model"
-        ):
-            what = "response" if parsed.kind == "model" else "output"
-            raise CassetteError(f"{path}: trial {slot[0]} occurrence {slot[1]}: needs `{what}`")
-        if slot in doc.entries:
-            raise CassetteError(f"{path}: trial {slot[0]} occurrence {slot[1]} appears twice")
-        doc.entries[slot] = entry
-    return doc
+        raise CassetteError(f"{path}: not a cassette recording: {_first_error(exc)}") from exc
 
 
 def _write(path: Path, data: object) -> None:
@@ -230,8 +194,8 @@ def _write(path: Path, data: object) -> None:
 @contextlib.contextmanager
 def _process_lock(folder: Path) -> Iterator[None]:
     """Exclusive across processes: `flock` on the shard folder itself, so no lock files litter
-    a cassette that lives in git. Threads are serialised before this by a per-key lock."""
-    if sys.platform == "win32":  # pragma: no cover - no flock; one process per cassette
+    a cassette kept in git. (Threads of one process are serialised before, by a key lock.)"""
+    if sys.platform == "win32":  # pragma: no cover - no flock: one process per cassette
         yield
         return
     import fcntl
@@ -253,16 +217,12 @@ class Cassette:
     """
 
     def __init__(self, root: str | Path, mode: CacheMode | str) -> None:
-        self.root = Path(root)
-        self.mode = CacheMode(mode)
-        self._docs: dict[str, _Doc | None] = {}
+        self.root, self.mode = Path(root), CacheMode(mode)
+        self._files: dict[str, _File | None] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._used: set[str] = set()
-        self._candidates: dict[tuple[str, Kind], list[tuple[_Doc, list[str]]]] = {}
-
-    def __repr__(self) -> str:
-        return f"<Cassette {self.root} mode={self.mode.value}>"
+        self._near: dict[tuple[str, Kind], Near] = {}
 
     def path_for(self, model_id: str, key: str) -> Path:
         return self.root / _model_dir(model_id) / key[:2] / f"{key}.json"
@@ -270,29 +230,24 @@ class Cassette:
     def lookup(
         self, model_id: str, request: ModelRequest, *, trial: int, occurrence: int
     ) -> ModelResponse | None:
-        """The recorded response for this trial and occurrence (REPLAY and AUTO only)."""
-        if self.mode not in (CacheMode.REPLAY, CacheMode.AUTO):
-            return None
+        """The recorded response for this trial and occurrence (in REPLAY and AUTO only)."""
         key = request.key(model_id)
-        entry = self._entry(model_id, key, trial, occurrence)
+        entry = self._entry(model_id, key, (trial, occurrence))
         if entry is None or entry.response is None:
             return None
-        try:
+        try:  # validated per call: every caller gets its own object to keep or change
             return ModelResponse.model_validate(entry.response)
         except ValidationError as exc:
-            raise CassetteError(
-                f"{self.path_for(model_id, key)}: trial {trial} occurrence {occurrence}: "
-                f"not a valid response: {exc.errors()[0]['msg']}"
-            ) from exc
+            where = f"{self.path_for(model_id, key)}: trial {trial} occurrence {occurrence}"
+            raise CassetteError(f"{where}: invalid response: {_first_error(exc)}") from exc
 
     def lookup_text(
         self, model_id: str, key_input: object, *, trial: int, occurrence: int
     ) -> str | None:
-        """The recorded output of a plain-function harness for this input, trial, occurrence."""
-        if self.mode not in (CacheMode.REPLAY, CacheMode.AUTO):
-            return None
-        key = _hash(_text_request(model_id, key_input))
-        entry = self._entry(model_id, key, trial, occurrence)
+        """A plain-function harness's recorded output for this input, trial and occurrence."""
+        entry = self._entry(
+            model_id, _hash(_text_request(model_id, key_input)), (trial, occurrence)
+        )
         return None if entry is None else entry.output
 
     def record(
@@ -304,36 +259,32 @@ class Cassette:
         trial: int,
         occurrence: int,
     ) -> None:
-        """Store a response (RECORD replaces, AUTO only fills a missing slot; else no-op)."""
-        if self.mode not in (CacheMode.RECORD, CacheMode.AUTO):
-            return
+        """Store a response: RECORD replaces the slot, AUTO only fills it; otherwise no-op."""
         dumped = response.model_dump(mode="json", exclude_defaults=True)
         entry = _Entry(trial=trial, occurrence=occurrence, recorded_at=_now(), response=dumped)
-        self._store(model_id, request.key(model_id), "model", request.canonical(model_id), entry)
+        self._store(model_id, "model", request.canonical(model_id), entry)
 
     def record_text(
         self, model_id: str, key_input: object, output: str, *, trial: int, occurrence: int
     ) -> None:
-        """Store a plain-function harness's output, keyed by model id and input."""
-        if self.mode not in (CacheMode.RECORD, CacheMode.AUTO):
-            return
-        request = _text_request(model_id, key_input)
+        """Store a plain-function harness's output, keyed by the model id and the input."""
         entry = _Entry(trial=trial, occurrence=occurrence, recorded_at=_now(), output=output)
-        self._store(model_id, _hash(request), "text", request, entry)
+        self._store(model_id, "text", _text_request(model_id, key_input), entry)
 
     def miss(
         self, model_id: str, request: ModelRequest, *, task_id: str, trial: int, occurrence: int
     ) -> CassetteMiss:
-        """The error for a replay that found nothing (built here, raised by the caller)."""
-        canonical = request.canonical(model_id)
-        return self._miss(model_id, "model", _hash(canonical), canonical, task_id, trial, occurrence)
+        """The error for a replay that found nothing (the caller raises it)."""
+        return self._miss(
+            model_id, "model", request.canonical(model_id), task_id, trial, occurrence
+        )
 
     def miss_text(
         self, model_id: str, key_input: object, *, task_id: str, trial: int, occurrence: int
     ) -> CassetteMiss:
         """`miss` for a plain-function harness's input."""
         request = _text_request(model_id, key_input)
-        return self._miss(model_id, "text", _hash(request), request, task_id, trial, occurrence)
+        return self._miss(model_id, "text", request, task_id, trial, occurrence)
 
     def used_keys(self) -> set[str]:
         """Keys looked up or recorded by this run."""
@@ -341,183 +292,132 @@ class Cassette:
             return set(self._used)
 
     def write_manifest(self) -> None:
-        """Write ROOT/.last-run.json, the keys this run used, which `prune` keeps."""
-        if self.mode is CacheMode.LIVE:
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        keys = sorted(self.used_keys())
-        _write(self.root / MANIFEST, {"schema_version": 1, "written_at": _now(), "keys": keys})
-
-    # -- internals ---------------------------------------------------------------------------
+        """Write ROOT/.last-run.json, the keys this run used: what `prune` keeps."""
+        if self.mode is not CacheMode.LIVE:
+            self.root.mkdir(parents=True, exist_ok=True)
+            keys, written_at = sorted(self.used_keys()), _now().isoformat()
+            _write(
+                self.root / MANIFEST, {"schema_version": 1, "written_at": written_at, "keys": keys}
+            )
 
     def _lock(self, key: str) -> threading.Lock:
         with self._guard:
+            self._used.add(key)
             return self._locks.setdefault(key, threading.Lock())
 
-    def _entry(self, model_id: str, key: str, trial: int, occurrence: int) -> _Entry | None:
-        with self._guard:
-            self._used.add(key)
-        if key in self._docs:
-            doc = self._docs[key]
-        else:
-            with self._lock(key):  # a concurrent `record` must not be hidden by a stale miss
-                if key not in self._docs:
-                    self._docs[key] = _load(self.path_for(model_id, key))
-                doc = self._docs[key]
-        return None if doc is None else doc.entries.get((trial, occurrence))
+    def _entry(self, model_id: str, key: str, slot: Slot) -> _Entry | None:
+        if self.mode not in (CacheMode.REPLAY, CacheMode.AUTO):
+            return None
+        if key not in self._files:
+            with self._lock(key):  # so a stale miss cannot hide a concurrent `record`
+                if key not in self._files:
+                    self._files[key] = _load(self.path_for(model_id, key))
+        found = self._files[key]
+        return None if found is None else found.at(slot)
 
-    def _store(
-        self, model_id: str, key: str, kind: Kind, request: dict[str, Any], entry: _Entry
-    ) -> None:
+    def _store(self, model_id: str, kind: Kind, request: dict[str, Any], entry: _Entry) -> None:
+        if self.mode not in (CacheMode.RECORD, CacheMode.AUTO):
+            return
+        key = _hash(request)
         path = self.path_for(model_id, key)
-        where = find_secret(request, "request") or find_secret(entry.response, "response")
-        if where is not None or find_secret(entry.output, "output") is not None:
+        if secret := find_secret(request, "request") or find_secret(entry.model_dump(), "entry"):
             raise CassetteError(
-                f"{path}: refusing to write a recording: {where or 'output'} looks like a secret "
-                "(an API key or an Authorization header); cassettes must never hold one"
+                f"{path}: refusing to record: {secret} looks like a secret (an API key or an "
+                "Authorization header), and cassettes must never hold one"
             )
-        with self._guard:
-            self._used.add(key)
         with self._lock(key):
             path.parent.mkdir(parents=True, exist_ok=True)
-            with _process_lock(path.parent):
-                doc = _load(path) or _Doc(path, key, kind, model_id, request)
-                slot = (entry.trial, entry.occurrence)
-                old = doc.entries.get(slot)
-                unchanged = old is not None and (old.response, old.output) == (
+            with _process_lock(path.parent):  # re-read: another process may have added trials
+                file = _load(path) or _File(
+                    schema_version=SCHEMA_VERSION,
+                    key=key,
+                    kind=kind,
+                    model=model_id,
+                    request=request,
+                )
+                old = file.at((entry.trial, entry.occurrence))
+                same = old is not None and (old.response, old.output) == (
                     entry.response,
                     entry.output,
                 )
-                if old is None or (self.mode is CacheMode.RECORD and not unchanged):
-                    doc.entries[slot] = entry
-                    _write(path, doc.to_json())
-            self._docs[key] = doc
-            self._candidates.pop((model_id, kind), None)
+                if old is None or (self.mode is CacheMode.RECORD and not same):
+                    file.put(entry)
+                    _write(path, file.model_dump(mode="json", exclude_none=True))
+            self._files[key] = file
+            self._near.pop((model_id, kind), None)
 
     def _miss(
         self,
         model_id: str,
         kind: Kind,
-        key: str,
         request: dict[str, Any],
         task_id: str,
         trial: int,
         occurrence: int,
     ) -> CassetteMiss:
+        key = _hash(request)
+        path = self.path_for(model_id, key)
+        body = ""
+        try:
+            file = self._files.get(key) or _load(path)
+        except CassetteError as exc:
+            file, body = None, str(exc)
+        if file is not None:
+            has = ", ".join(f"trial {e.trial} occurrence {e.occurrence}" for e in file.responses)
+            body = (
+                f"{path} records this request, but not for trial {trial} occurrence "
+                f"{occurrence} (it has: {_clip(has) or 'nothing'}); run fewer trials, or "
+                "record the rest with --cache-mode auto"
+            )
+        elif not body:
+            body = self._closest(model_id, kind, request)
+            body += "\n(record it with --cache-mode auto or --cache-mode record)"
         head = (
             f"replay found no recording for task {task_id!r}, trial {trial}, model {model_id} "
             f"(occurrence {occurrence} of this request in the trial; key {key})"
         )
-        path = self.path_for(model_id, key)
-        with contextlib.suppress(CassetteError):
-            doc = self._docs.get(key) or _load(path)
-            if doc is not None:
-                body = (
-                    f"{path} records this request, but not for trial {trial} occurrence "
-                    f"{occurrence}; it has {_slots(sorted(doc.entries))}. Run fewer trials, or "
-                    "record the rest with --cache-mode auto"
-                )
-                return CassetteMiss(
-                    f"{head}\n{body}",
-                    task_id=task_id,
-                    trial=trial,
-                    model=model_id,
-                    occurrence=occurrence,
-                    key=key,
-                )
-        body = self._closest(model_id, kind, request)
         return CassetteMiss(
-            f"{head}\n{body}\n(record it with --cache-mode auto or --cache-mode record)",
-            task_id=task_id,
-            trial=trial,
-            model=model_id,
-            occurrence=occurrence,
-            key=key,
+            f"{head}\n{body}", task_id=task_id, trial=trial, model=model_id, key=key
         )
 
     def _closest(self, model_id: str, kind: Kind, request: dict[str, Any]) -> str:
         """How `request` differs from the most similar recording of the same model."""
-        candidates = self._candidates_for(model_id, kind)
-        if not candidates:
-            message = f"no recordings of {model_id} in {self.root}"
-            if self.root.is_dir():
-                others = sorted(
-                    d.name.replace("__", "/")
-                    for d in self.root.iterdir()
-                    if d.is_dir() and not d.name.startswith(".")
-                )
-                if others:
-                    message += f" (it has recordings of: {', '.join(others)})"
-            return message
+        if (model_id, kind) not in self._near:  # read once per run, however many misses
+            found: Near = []
+            for path in sorted((self.root / _model_dir(model_id)).glob("*/*.json")):
+                with contextlib.suppress(CassetteError):  # a corrupt neighbour is not the error
+                    if (file := _load(path)) and (file.model, file.kind) == (model_id, kind):
+                        found.append((path, _pretty(file.request).splitlines()))
+            self._near[model_id, kind] = found
+        if not (near := self._near[model_id, kind]):
+            others = [p.name.replace("__", "/") for p in sorted(self.root.glob("[!.]*/"))]
+            also = f" (it has recordings of: {', '.join(others)})" if others else ""
+            return f"no recordings of {model_id} in {self.root}{also}"
         lines = _pretty(request).splitlines()
         matcher = difflib.SequenceMatcher(None, autojunk=False)
-        matcher.set_seq2(lines)  # the cached side: compared against every candidate cheaply
+        matcher.set_seq2(lines)  # the side difflib caches: one request against many recordings
 
-        def quick(item: tuple[_Doc, list[str]]) -> float:
+        def score(item: tuple[Path, list[str]], exact: bool) -> float:
             matcher.set_seq1(item[1])
-            return matcher.quick_ratio()
+            return matcher.ratio() if exact else matcher.quick_ratio()
 
-        def exact(item: tuple[_Doc, list[str]]) -> float:
-            matcher.set_seq1(item[1])
-            return matcher.ratio()
-
-        best = max(sorted(candidates, key=quick, reverse=True)[:20], key=exact)
-        diff = list(
-            difflib.unified_diff(
-                best[1], lines, f"recorded ({best[0].path})", "this request", n=2, lineterm=""
-            )
-        )
+        likely = sorted(near, key=lambda item: score(item, False), reverse=True)[:20]
+        path, recorded = max(likely, key=lambda item: score(item, True))
+        diff = list(difflib.unified_diff(recorded, lines, str(path), "this request", lineterm=""))
         if len(diff) > DIFF_LINES:
-            diff = [*diff[:DIFF_LINES], f"... ({len(diff) - DIFF_LINES} more diff lines)"]
-        shown = "\n".join("  " + _clip(line) for line in diff)
+            diff = [*diff[:DIFF_LINES], f"... ({len(diff) - DIFF_LINES} more lines)"]
+        shown = "\n".join(f"  {_clip(line)}" for line in diff)
         return f"how it differs from the closest recording of {model_id}:\n{shown}"
-
-    def _candidates_for(self, model_id: str, kind: Kind) -> list[tuple[_Doc, list[str]]]:
-        cached = self._candidates.get((model_id, kind))
-        if cached is not None:
-            return cached
-        found: list[tuple[_Doc, list[str]]] = []
-        for path in sorted((self.root / _model_dir(model_id)).glob("*/*.json")):
-            try:
-                doc = _load(path)
-            except CassetteError:
-                continue  # a corrupt neighbour must not hide the real error, the miss
-            if doc is not None and doc.model == model_id and doc.kind == kind:
-                found.append((doc, _pretty(doc.request).splitlines()))
-        self._candidates[(model_id, kind)] = found
-        return found
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
-
-
-def _slots(slots: list[tuple[int, int]]) -> str:
-    """`trial 0 (occurrences 0, 1), trial 1 (occurrence 0)`, capped for a one-screen error."""
-    by_trial: dict[int, list[int]] = {}
-    for trial, occurrence in slots:
-        by_trial.setdefault(trial, []).append(occurrence)
-    parts = [
-        f"trial {t} (occurrence{'s' if len(o) > 1 else ''} {', '.join(map(str, o))})"
-        for t, o in list(by_trial.items())[:10]
-    ]
-    more = f" and {len(by_trial) - 10} more trials" if len(by_trial) > 10 else ""
-    return ", ".join(parts) + more if parts else "no responses"
-
-
-def _clip(line: str, width: int = 200) -> str:
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def cassette_files(root: str | Path) -> list[Path]:
     """Every recording file under `root`, sorted; `CassetteError` if `root` is no folder."""
-    base = Path(root)
-    if not base.is_dir():
-        raise CassetteError(f"{base}: no such cassette folder")
-    return sorted(p for p in base.glob("*/*/*.json") if not p.name.startswith("."))
+    if not Path(root).is_dir():
+        raise CassetteError(f"{root}: no such cassette folder")
+    return sorted(p for p in Path(root).glob("[!.]*/*/*.json") if not p.name.startswith("."))
 
 
-class ModelCassetteStats(Record):
+class ModelStats(Record):
     files: int = 0
     recordings: int = 0
     bytes: int = 0
@@ -527,107 +427,90 @@ class CassetteStats(Record):
     """What `trialkit cache stats` shows: how much is recorded, for which models, and when."""
 
     files: int = 0
-    recordings: int = 0
-    """Responses (one per trial and occurrence), summed over files."""
+    recordings: int = 0  # responses: one per trial and occurrence, summed over the files
     total_bytes: int = 0
-    invalid_files: int = 0
-    """Files that could not be read (see `verify`); counted in `files` and `total_bytes`."""
-    models: dict[str, ModelCassetteStats] = Field(default_factory=dict)
+    invalid_files: int = 0  # unreadable (`verify` says why); counted in `files` too
+    models: dict[str, ModelStats] = Field(default_factory=dict)
     oldest: datetime | None = None
     newest: datetime | None = None
 
 
 def cassette_stats(root: str | Path) -> CassetteStats:
-    stats = CassetteStats()
+    stats, times = CassetteStats(), []
     for path in cassette_files(root):
         size = path.stat().st_size
-        stats.files += 1
-        stats.total_bytes += size
+        stats.files, stats.total_bytes = stats.files + 1, stats.total_bytes + size
         try:
-            doc = _load(path)
+            if (file := _load(path)) is None:  # removed meanwhile
+                continue
         except CassetteError:
             stats.invalid_files += 1
             continue
-        if doc is None:  # removed while we looked
-            continue
-        per_model = stats.models.setdefault(doc.model, ModelCassetteStats())
-        per_model.files += 1
-        per_model.bytes += size
-        per_model.recordings += len(doc.entries)
-        stats.recordings += len(doc.entries)
-        for entry in doc.entries.values():
-            if stats.oldest is None or entry.recorded_at < stats.oldest:
-                stats.oldest = entry.recorded_at
-            if stats.newest is None or entry.recorded_at > stats.newest:
-                stats.newest = entry.recorded_at
+        per_model = stats.models.setdefault(file.model, ModelStats())
+        per_model.files, per_model.bytes = per_model.files + 1, per_model.bytes + size
+        per_model.recordings += len(file.responses)
+        stats.recordings += len(file.responses)
+        times += [e.recorded_at for e in file.responses]
+    stats.oldest, stats.newest = min(times, default=None), max(times, default=None)
     return stats
 
 
 def verify_cassette(root: str | Path) -> list[str]:
-    """Every problem as `path: problem`: unreadable, other schema, edited, invalid, secrets."""
+    """Every problem as `path: problem`: unreadable, other schema, edited, invalid, a secret."""
     problems: list[str] = []
     for path in cassette_files(root):
         try:
-            doc = _load(path)
+            file = _load(path)
         except CassetteError as exc:
             problems.append(str(exc))
             continue
-        if doc is not None:
-            problems.extend(f"{path}: {problem}" for problem in _check(doc))
+        problems += [f"{path}: {problem}" for problem in _check(path, file)] if file else []
     return problems
 
 
-def _check(doc: _Doc) -> Iterator[str]:
-    actual = _hash(doc.request)
-    if actual != doc.key:
+def _check(path: Path, file: _File) -> Iterator[str]:
+    if (actual := _hash(file.request)) != file.key:
         yield (
-            f"key {doc.key} does not match the request, which hashes to {actual} (edited by "
-            "hand?); restore the file or delete it and re-record"
+            f"the request hashes to {actual}, not to its key {file.key}: edited by hand? "
+            "Restore the file, or delete it and record again"
         )
-    if doc.path.stem != doc.key or doc.path.parent.name != doc.key[:2]:
-        yield f"the file's name or folder does not match its key {doc.key}"
-    if doc.path.parent.parent.name != _model_dir(doc.model):
-        yield f"in the folder of another model (it records {doc.model})"
-    if doc.request.get("model") != doc.model:
-        yield f"the request's model {doc.request.get('model')!r} is not {doc.model!r}"
-    if doc.kind == "model":
-        fields = {k: v for k, v in doc.request.items() if k not in ("schema_version", "model")}
-        if doc.request.get("schema_version") != REQUEST_SCHEMA_VERSION:
-            yield f"request schema_version is not {REQUEST_SCHEMA_VERSION}"
+    if (path.stem, path.parent.name) != (file.key, file.key[:2]):
+        yield f"its name or folder does not match its key {file.key}"
+    if (path.parent.parent.name, file.request.get("model")) != (_model_dir(file.model), file.model):
+        yield f"its folder or its request names another model than {file.model}"
+    if file.kind == "model":
+        fields = {k: v for k, v in file.request.items() if k not in ("schema_version", "model")}
+        if file.request.get("schema_version") != REQUEST_SCHEMA_VERSION:
+            yield f"the request's schema_version is not {REQUEST_SCHEMA_VERSION}"
         try:
             ModelRequest.model_validate(fields)
         except ValidationError as exc:
-            yield f"the request is not a valid ModelRequest: {exc.errors()[0]['msg']}"
-        for (trial, occurrence), entry in sorted(doc.entries.items()):
+            yield f"the request is not a valid ModelRequest: {_first_error(exc)}"
+        for e in file.responses:
             try:
-                ModelResponse.model_validate(entry.response)
+                ModelResponse.model_validate(e.response)
             except ValidationError as exc:
-                error = exc.errors()[0]
-                where = ".".join(str(p) for p in error["loc"])
-                yield f"trial {trial} occurrence {occurrence}: invalid response: {where}: {error['msg']}"
-    if (where := find_secret(doc.to_json())) is not None:
-        yield f"{where} looks like a secret (an API key or Authorization header); remove it"
+                yield f"trial {e.trial} occurrence {e.occurrence}: {_first_error(exc)}"
+    if (secret := find_secret(file.model_dump(mode="json"))) is not None:
+        yield f"{secret} looks like a secret (an API key or Authorization header): remove it"
 
 
 def prune_cassette(root: str | Path, *, dry_run: bool) -> list[Path]:
-    """Remove recordings the last run did not use (per ROOT/.last-run.json); what was removed."""
-    base = Path(root)
-    files = cassette_files(base)
-    manifest = base / MANIFEST
+    """Remove the recordings the last run did not use (per ROOT/.last-run.json); return them."""
+    files, manifest = cassette_files(root), Path(root) / MANIFEST
     try:
         keys = set(json.loads(manifest.read_text(encoding="utf-8"))["keys"])
     except FileNotFoundError:
         raise CassetteError(
-            f"{base}: no {MANIFEST}, so nothing says which recordings are in use; run once with "
-            f"the cassette first (e.g. `trialkit run SUITE --cache {base} --cache-mode replay`)"
+            f"{root}: no {MANIFEST}, so nothing says which recordings are in use; run once with "
+            f"the cassette first (e.g. `trialkit run SUITE --cache {root} --cache-mode replay`)"
         ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CassetteError(f"{manifest}: not a valid manifest ({exc}); run again") from exc
+        raise CassetteError(f"{manifest}: not a valid manifest ({exc})") from exc
     stale = [path for path in files if path.stem not in keys]
-    if not dry_run:
-        for path in stale:
-            path.unlink(missing_ok=True)
-            for folder in (path.parent, path.parent.parent):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()  # only when empty
+    for path in [] if dry_run else stale:
+        path.unlink(missing_ok=True)
+        for folder in (path.parent, path.parent.parent):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
     return stale

@@ -38,7 +38,9 @@ def _known(provider: str, name: str) -> bool:
     from genai_prices import calc_price
 
     try:
-        calc_price(PriceUsage(input_tokens=0, output_tokens=0), model_ref=name, provider_id=provider)
+        calc_price(
+            PriceUsage(input_tokens=0, output_tokens=0), model_ref=name, provider_id=provider
+        )
     except LookupError:
         return False
     return True

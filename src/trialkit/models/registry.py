@@ -30,20 +30,27 @@ def get_model(
     """
     if isinstance(model, ManagedModel):
         return model
-    if isinstance(model, Model):
-        inner = model
-    else:
-        inner = _provider_model(model, options)
+    inner = model if isinstance(model, Model) else _provider_model(model, options)
     return ManagedModel(inner, max_concurrency=max_concurrency, rpm=rpm, tpm=tpm)
 
 
-def _provider_model(model_id: str, options: dict[str, Any]) -> Model:
+def check_model_id(model_id: str) -> None:
+    """Raise `UnknownModel` unless `model_id` is `provider/name` with a known provider."""
     provider, sep, name = model_id.partition("/")
     if not sep or not name:
         raise UnknownModel(
             f"model {model_id!r}: expected provider/name, e.g. openai/gpt-4o-mini "
             f"(providers: {', '.join(PROVIDERS)})"
         )
+    if provider not in PROVIDERS:
+        raise UnknownModel(
+            f"model {model_id!r}: unknown provider {provider!r} (known: {', '.join(PROVIDERS)})"
+        )
+
+
+def _provider_model(model_id: str, options: dict[str, Any]) -> Model:
+    check_model_id(model_id)
+    provider, _, name = model_id.partition("/")
     if provider == "openai":
         from trialkit.models.openai import OpenAIModel
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Union
 
 from trialkit.models.base import Model, ModelRequest, ModelResponse
 from trialkit.transcript import Message, ToolCall, TranscriptRecorder, Usage, current_recorder
 
-Step = Union[str, ToolCall, list[ToolCall], ModelResponse, BaseException]
+Step = str | ToolCall | list[ToolCall] | ModelResponse | BaseException
 StepFunction = Callable[[ModelRequest, int], Step]
 
 

@@ -1,0 +1,289 @@
+"""`anthropic/...`: Claude through the Anthropic Messages API and the `anthropic` SDK.
+
+```python
+model = AnthropicModel("claude-sonnet-4-5")                               # ANTHROPIC_API_KEY
+model = AnthropicModel("claude-sonnet-4-5", base_url="http://127.0.0.1:4000")  # a proxy
+```
+
+The SDK is imported when a model is made, not with this module, and its own retries are off:
+trialkit retries transient errors itself (see `classify`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from trialkit.models._convert import (
+    PLACEHOLDER_API_KEY,
+    Classification,
+    MalformedResponseError,
+    classify_status,
+    missing_sdk,
+)
+from trialkit.models.base import (
+    ErrorKind,
+    ForceTool,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolChoice,
+    ToolSpec,
+)
+from trialkit.transcript import Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic, Omit
+    from anthropic.types import (
+        ContentBlock,
+        MessageParam,
+        TextBlockParam,
+        ToolChoiceParam,
+        ToolParam,
+        ToolResultBlockParam,
+        ToolUseBlockParam,
+    )
+    from anthropic.types import Message as WireMessage
+    from anthropic.types import Usage as WireUsage
+
+T = TypeVar("T")
+
+DEFAULT_MAX_TOKENS = 1024
+"""The Messages API requires `max_tokens`; this is sent when the request sets none."""
+
+STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+class AnthropicModel(Model):
+    """A model behind the Anthropic Messages API.
+
+    `base_url` (or `ANTHROPIC_BASE_URL`, without `/v1`) points at a proxy or a compatible
+    server; such a server gets a placeholder key when none is configured. `api_key` defaults
+    to `ANTHROPIC_API_KEY` (otherwise the SDK looks for its other credentials). A `client` you
+    pass in is used as it is, and stays yours to close.
+
+    What this API version does not take is left out of the request: `temperature` and `top_p`
+    (the SDK 2.x sends API version 2026-10-21, which answers 400 to any sampling parameter),
+    `seed`, and `response_format` (so `supports_structured_output` is False: ask for JSON in
+    the prompt). System messages are joined into the `system` parameter.
+    """
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        client: AsyncAnthropic | None = None,
+    ) -> None:
+        super().__init__(name)
+        _import_sdk(self.id)
+        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        self.timeout = timeout
+        self._api_key = api_key
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def supports_structured_output(self) -> bool:
+        return False
+
+    @property
+    def client(self) -> AsyncAnthropic:
+        """The SDK client, made on first use (so a model can be named without a key)."""
+        if self._client is None:
+            api_key = self._api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+            if api_key is None and self.base_url is not None:
+                api_key = PLACEHOLDER_API_KEY
+            from anthropic import AsyncAnthropic
+
+            self._client = AsyncAnthropic(
+                api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+            )
+        return self._client
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        from anthropic import omit
+        from anthropic.types import Message as WireMessage
+
+        config = request.config
+        system, messages = _messages(request.messages)
+        tools = [_tool(spec) for spec in request.tools]
+        tool_choice = _tool_choice(request.tool_choice) if tools else None
+        try:
+            message: object = await self.client.messages.create(
+                model=self.name,
+                max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
+                messages=messages,
+                system=system or omit,
+                tools=tools or omit,
+                tool_choice=_given(tool_choice, omit),
+                stop_sequences=_given(config.stop, omit),
+                extra_body=config.extra or None,
+            )
+        except json.JSONDecodeError as exc:
+            raise MalformedResponseError(f"{self.id}: the response is not valid JSON") from exc
+        if not isinstance(message, WireMessage):
+            raise MalformedResponseError(
+                f"{self.id}: expected a JSON message, got {str(message)[:200]!r}"
+            )
+        return _response(self.id, message)
+
+    def classify(self, exc: BaseException) -> Classification:
+        from anthropic import APIConnectionError, APIStatusError
+
+        if isinstance(exc, APIStatusError):
+            return classify_status(exc.status_code, exc.response.headers)  # 529: overloaded
+        if isinstance(exc, APIConnectionError | MalformedResponseError):
+            return ErrorKind.TRANSIENT, None, None  # includes APITimeoutError
+        return super().classify(exc)
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+
+def _import_sdk(model_id: str) -> None:
+    try:
+        import anthropic  # noqa: F401
+    except ImportError as exc:
+        raise missing_sdk(model_id, "Anthropic", "anthropic") from exc
+
+
+def _given(value: T | None, omit: Omit) -> T | Omit:
+    return omit if value is None else value
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def _messages(messages: list[Message]) -> tuple[str, list[MessageParam]]:
+    """(the system prompt, the conversation): tool results go back in user messages, and a run
+    of them shares one user message, as the API wants."""
+    system: list[str] = []
+    wire: list[MessageParam] = []
+    calls: dict[str, ToolCall] = {}
+    results: list[ToolResultBlockParam] | None = None
+    for message in messages:
+        if message.role == "system":
+            system.append(message.content)
+            continue
+        if message.role == "tool":
+            if results is None:
+                results = []
+                wire.append({"role": "user", "content": results})
+            results.append(_tool_result(message, calls))
+            continue
+        results = None
+        if message.role == "user":
+            wire.append({"role": "user", "content": message.content})
+        elif not message.tool_calls:
+            wire.append({"role": "assistant", "content": message.content})
+        else:
+            blocks: list[TextBlockParam | ToolUseBlockParam] = []
+            if message.content:
+                blocks.append({"type": "text", "text": message.content})
+            for call in message.tool_calls:
+                calls[call.id] = call
+                blocks.append(
+                    {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+                )
+            wire.append({"role": "assistant", "content": blocks})
+    return "\n\n".join(system), wire
+
+
+def _tool_result(message: Message, calls: dict[str, ToolCall]) -> ToolResultBlockParam:
+    if message.tool_call_id is None:
+        raise ValueError("a tool message needs the tool_call_id of the call it answers")
+    block: ToolResultBlockParam = {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id,
+        "content": message.content,
+    }
+    call = calls.get(message.tool_call_id)
+    if call is not None and call.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _tool(spec: ToolSpec) -> ToolParam:
+    tool: ToolParam = {"name": spec.name, "input_schema": spec.parameters}
+    if spec.description:
+        tool["description"] = spec.description
+    return tool
+
+
+def _tool_choice(choice: ToolChoice | None) -> ToolChoiceParam | None:
+    if isinstance(choice, ForceTool):
+        return {"type": "tool", "name": choice.name}
+    if choice == "required":
+        return {"type": "any"}
+    if choice == "none":
+        return {"type": "none"}
+    if choice == "auto":
+        return {"type": "auto"}
+    return None
+
+
+# --- response -----------------------------------------------------------------------------
+
+
+def _response(model_id: str, message: WireMessage) -> ModelResponse:
+    # The SDK does not validate what it got: a field the server left out is missing, not None.
+    blocks: list[ContentBlock] | None = getattr(message, "content", None)
+    if blocks is None:
+        raise MalformedResponseError(f"{model_id}: the response has no content")
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
+    for block in blocks:
+        if block.type == "text":
+            text.append(block.text)
+        elif block.type == "thinking":
+            reasoning.append(block.thinking)
+        elif block.type == "tool_use":
+            calls.append(ToolCall(id=block.id, name=block.name, arguments=_input(block.input)))
+    stop: str | None = getattr(message, "stop_reason", None)
+    return ModelResponse(
+        message=Message(role="assistant", content="".join(text), tool_calls=calls),
+        finish_reason=STOP_REASONS.get(stop, stop) if stop else None,
+        usage=_usage(getattr(message, "usage", None)),
+        model=getattr(message, "model", None),
+        id=getattr(message, "id", None),
+        reasoning=reasoning,
+    )
+
+
+def _input(value: object) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {str(key): item for key, item in value.items()}
+    return {"_raw": value if isinstance(value, str) else json.dumps(value)}
+
+
+def _usage(usage: WireUsage | None) -> Usage:
+    """OpenTelemetry semantics: Anthropic's `input_tokens` leaves out the cached tokens (read
+    and written), so they are added back."""
+    if usage is None:
+        return Usage()
+    cache_read = usage.cache_read_input_tokens or 0
+    cache_write = usage.cache_creation_input_tokens or 0
+    details = usage.output_tokens_details
+    return Usage(
+        input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        reasoning_tokens=(details.thinking_tokens or 0) if details else 0,
+    )

@@ -1,0 +1,292 @@
+"""`openai/...`: OpenAI Chat Completions, or any server that speaks it, through the `openai` SDK.
+
+```python
+model = OpenAIModel("gpt-4o-mini")                                       # OPENAI_API_KEY
+model = OpenAIModel("qwen2.5", base_url="http://127.0.0.1:8000/v1")      # vLLM, llama.cpp...
+```
+
+The SDK is imported when a model is made, not with this module, and its own retries are off:
+trialkit retries transient errors itself (see `classify`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from trialkit.models._convert import (
+    PLACEHOLDER_API_KEY,
+    Classification,
+    MalformedResponseError,
+    classify_status,
+    missing_sdk,
+    parse_arguments,
+)
+from trialkit.models.base import (
+    ErrorKind,
+    ForceTool,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ResponseFormat,
+    ToolChoice,
+    ToolSpec,
+)
+from trialkit.transcript import Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI, Omit
+    from openai.types import CompletionUsage
+    from openai.types.chat import (
+        ChatCompletion,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessage,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionMessageParam,
+        ChatCompletionToolChoiceOptionParam,
+    )
+    from openai.types.chat.chat_completion import Choice
+    from openai.types.chat.completion_create_params import ResponseFormat as WireFormat
+
+T = TypeVar("T")
+
+FINISH_REASONS = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+class OpenAIModel(Model):
+    """A model behind the OpenAI Chat Completions API.
+
+    `base_url` (or `OPENAI_BASE_URL`) points at any compatible server; such a server gets a
+    placeholder key when none is configured. `api_key` defaults to `OPENAI_API_KEY`. A `client`
+    you pass in is used as it is, and stays yours to close.
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        client: AsyncOpenAI | None = None,
+    ) -> None:
+        super().__init__(name)
+        _import_sdk(self.id)
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.timeout = timeout
+        self._api_key = api_key
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def supports_structured_output(self) -> bool:
+        return True
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        """The SDK client, made on first use (so a model can be named without a key)."""
+        if self._client is None:
+            api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
+            if api_key is None and self.base_url is not None:
+                api_key = PLACEHOLDER_API_KEY
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI(
+                api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+            )
+        return self._client
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        from openai import omit
+        from openai.types.chat import ChatCompletion
+
+        config = request.config
+        messages = _messages(request.messages)
+        tools = [_tool(spec) for spec in request.tools]
+        tool_choice = _tool_choice(request.tool_choice) if tools else None
+        response_format = _response_format(request.response_format)
+        try:
+            completion: object = await self.client.chat.completions.create(
+                model=self.name,
+                messages=messages,
+                tools=tools or omit,
+                tool_choice=_given(tool_choice, omit),
+                temperature=_given(config.temperature, omit),
+                max_tokens=_given(config.max_tokens, omit),
+                top_p=_given(config.top_p, omit),
+                stop=_given(config.stop, omit),
+                seed=_given(config.seed, omit),
+                response_format=_given(response_format, omit),
+                extra_body=config.extra or None,
+            )
+        except json.JSONDecodeError as exc:
+            raise MalformedResponseError(f"{self.id}: the response is not valid JSON") from exc
+        if not isinstance(completion, ChatCompletion):
+            raise MalformedResponseError(
+                f"{self.id}: expected a JSON chat completion, got {str(completion)[:200]!r}"
+            )
+        return _response(self.id, completion)
+
+    def classify(self, exc: BaseException) -> Classification:
+        from openai import APIConnectionError, APIStatusError
+
+        if isinstance(exc, APIStatusError):
+            if exc.status_code == 429 and exc.code == "insufficient_quota":
+                return ErrorKind.PERMANENT, None, 429  # out of credit: waiting will not help
+            return classify_status(exc.status_code, exc.response.headers)
+        if isinstance(exc, APIConnectionError | MalformedResponseError):
+            return ErrorKind.TRANSIENT, None, None  # includes APITimeoutError
+        return super().classify(exc)
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+
+def _import_sdk(model_id: str) -> None:
+    try:
+        import openai  # noqa: F401
+    except ImportError as exc:
+        raise missing_sdk(model_id, "OpenAI", "openai") from exc
+
+
+def _given(value: T | None, omit: Omit) -> T | Omit:
+    return omit if value is None else value
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def _messages(messages: list[Message]) -> list[ChatCompletionMessageParam]:
+    return [_message(message) for message in messages]
+
+
+def _message(message: Message) -> ChatCompletionMessageParam:
+    if message.role == "system":
+        return {"role": "system", "content": message.content}
+    if message.role == "user":
+        return {"role": "user", "content": message.content}
+    if message.role == "tool":
+        if message.tool_call_id is None:
+            raise ValueError("a tool message needs the tool_call_id of the call it answers")
+        return {"role": "tool", "content": message.content, "tool_call_id": message.tool_call_id}
+    if not message.tool_calls:
+        return {"role": "assistant", "content": message.content}
+    calls: list[ChatCompletionMessageFunctionToolCallParam] = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        for call in message.tool_calls
+    ]
+    return {"role": "assistant", "content": message.content or None, "tool_calls": calls}
+
+
+def _tool(spec: ToolSpec) -> ChatCompletionFunctionToolParam:
+    tool: ChatCompletionFunctionToolParam = {
+        "type": "function",
+        "function": {"name": spec.name, "parameters": spec.parameters},
+    }
+    if spec.description:
+        tool["function"]["description"] = spec.description
+    return tool
+
+
+def _tool_choice(choice: ToolChoice | None) -> ChatCompletionToolChoiceOptionParam | None:
+    if isinstance(choice, ForceTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice
+
+
+def _response_format(response_format: ResponseFormat | None) -> WireFormat | None:
+    if response_format is None:
+        return None
+    kind: Literal["text", "json_object", "json_schema"] = response_format.type
+    if kind == "text":
+        return {"type": "text"}
+    if kind == "json_object" or response_format.json_schema is None:
+        return {"type": "json_object"}
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": response_format.name,
+            "schema": response_format.json_schema,
+            "strict": True,
+        },
+    }
+
+
+# --- response -----------------------------------------------------------------------------
+
+
+def _response(model_id: str, completion: ChatCompletion) -> ModelResponse:
+    # The SDK does not validate what it got: a field the server left out is missing, not None.
+    choices: list[Choice] | None = getattr(completion, "choices", None)
+    if not choices:
+        raise MalformedResponseError(f"{model_id}: the response has no choices")
+    choice = choices[0]
+    message = choice.message
+    reasoning = _reasoning(message)
+    finish: str | None = getattr(choice, "finish_reason", None)
+    return ModelResponse(
+        message=Message(
+            role="assistant",
+            content=message.content or message.refusal or "",
+            tool_calls=_tool_calls(message),
+        ),
+        finish_reason=FINISH_REASONS.get(finish, finish) if finish else None,
+        usage=_usage(completion.usage),
+        model=getattr(completion, "model", None),
+        id=getattr(completion, "id", None),
+        reasoning=[reasoning] if reasoning else [],
+    )
+
+
+def _tool_calls(message: ChatCompletionMessage) -> list[ToolCall]:
+    from openai.types.chat import ChatCompletionMessageCustomToolCall
+
+    calls = []
+    for index, call in enumerate(message.tool_calls or []):
+        if isinstance(call, ChatCompletionMessageCustomToolCall):
+            name, arguments = call.custom.name, {"_raw": call.custom.input}
+        else:
+            name, arguments = call.function.name, parse_arguments(call.function.arguments)
+        calls.append(ToolCall(id=call.id or f"call_{index}", name=name, arguments=arguments))
+    return calls
+
+
+def _reasoning(message: ChatCompletionMessage) -> str | None:
+    """The reasoning text some servers add (`reasoning_content`: DeepSeek, vLLM, llama.cpp;
+    `reasoning`: newer vLLM, OpenRouter)."""
+    extra: dict[str, Any] = message.model_extra or {}
+    for key in ("reasoning_content", "reasoning"):
+        value = extra.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _usage(usage: CompletionUsage | None) -> Usage:
+    """OpenTelemetry semantics, which are OpenAI's: `prompt_tokens` includes cached tokens."""
+    if usage is None:
+        return Usage()
+    prompt = usage.prompt_tokens_details
+    completion = usage.completion_tokens_details
+    return Usage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cache_read_tokens=(prompt.cached_tokens or 0) if prompt else 0,
+        cache_write_tokens=(prompt.cache_write_tokens or 0) if prompt else 0,
+        reasoning_tokens=(completion.reasoning_tokens or 0) if completion else 0,
+    )
