@@ -59,7 +59,14 @@ class TrialResult(Record):
     error: ErrorInfo | None = None
     duration_s: float = 0.0
     usage: Usage = Field(default_factory=Usage)
+    """Tokens of the agent's model calls."""
+    grader_usage: Usage = Field(default_factory=Usage)
+    """Tokens of the graders' model calls (judges)."""
     cost_usd: float | None = None
+    """Cost of all model calls, the agent's and the graders'; `None` when unknown."""
+    grader_cost_usd: float | None = None
+    """The graders' part of `cost_usd`; `None` when no grader call was recorded or a price is
+    unknown."""
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialResult:
@@ -73,7 +80,9 @@ class TrialResult(Record):
             error=trial.error,
             duration_s=trial.duration_s,
             usage=trial.usage,
+            grader_usage=trial.grader_usage,
             cost_usd=trial.cost_usd,
+            grader_cost_usd=trial.grader_cost_usd,
         )
 
 
@@ -100,7 +109,13 @@ class TaskReport(Record):
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
     usage: Usage = Field(default_factory=Usage)
+    """Agent tokens summed over this task's trials."""
+    grader_usage: Usage = Field(default_factory=Usage)
+    """Grader tokens summed over this task's trials."""
     cost_usd: float | None = None
+    """Total cost (agent and graders); `None` if any trial's is unknown."""
+    grader_cost_usd: float | None = None
+    """The graders' part of `cost_usd`; `None` if any trial's is unknown."""
     results: list[TrialResult] = Field(default_factory=list)
 
     @property
@@ -133,7 +148,13 @@ class Summary(Record):
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
     usage: Usage = Field(default_factory=Usage)
+    """Agent tokens summed over all trials."""
+    grader_usage: Usage = Field(default_factory=Usage)
+    """Grader tokens summed over all trials."""
     cost_usd: float | None = None
+    """Total cost (agent and graders); `None` if any task's is unknown."""
+    grader_cost_usd: float | None = None
+    """The graders' part of `cost_usd`; `None` if any task's is unknown."""
     duration_s: float | None = None
 
 
@@ -219,7 +240,6 @@ def build_task_report(plan: TaskPlan, results: Sequence[TrialResult]) -> TaskRep
         hat = {str(k): float(metrics.pass_hat_k(decided, passed, k)) for k in range(1, decided + 1)}
     values = [s.value for r in results for s in r.scores if s.value is not None]
     durations = [r.duration_s for r in results]
-    usage = sum((r.usage for r in results), Usage())
     return TaskReport(
         id=plan.id,
         kind=plan.kind,
@@ -239,8 +259,10 @@ def build_task_report(plan: TaskPlan, results: Sequence[TrialResult]) -> TaskRep
         mean_score=sum(values) / len(values) if values else None,
         latency_p50_s=metrics.percentile(durations, 50),
         latency_p95_s=metrics.percentile(durations, 95),
-        usage=usage,
+        usage=sum((r.usage for r in results), Usage()),
+        grader_usage=sum((r.grader_usage for r in results), Usage()),
         cost_usd=_sum_known([r.cost_usd for r in results]),
+        grader_cost_usd=_sum_known([r.grader_cost_usd for r in results]),
         results=list(results),
     )
 
@@ -285,7 +307,9 @@ def build_summary(tasks: Sequence[TaskReport], *, duration_s: float | None = Non
         latency_p50_s=metrics.percentile(durations, 50),
         latency_p95_s=metrics.percentile(durations, 95),
         usage=sum((t.usage for t in tasks), Usage()),
+        grader_usage=sum((t.grader_usage for t in tasks), Usage()),
         cost_usd=_sum_known([t.cost_usd for t in tasks]),
+        grader_cost_usd=_sum_known([t.grader_cost_usd for t in tasks]),
         duration_s=duration_s,
     )
 
@@ -310,6 +334,8 @@ class Gate(Record):
     """Whether a run passes CI, and why not."""
 
     exit_code: Literal[0, 1, 3]
+    """0 passed; 1 failed (a regression task did not pass, the pass rate is under the minimum,
+    or a cost budget stopped the run early); 3 more trials errored than allowed."""
     reasons: list[str] = Field(default_factory=list)
 
     @property
@@ -342,6 +368,8 @@ def evaluate_gate(
     ]
     if broken:
         reasons.append(f"regression tasks did not pass: {', '.join(broken)}")
+    if report.run.status == "stopped":
+        reasons.append(f"not every trial ran: {report.run.config.get('stop_reason', 'stopped')}")
     if min_pass_rate is not None:
         rate = summary.pass_rate
         if rate is None or rate < min_pass_rate:

@@ -318,7 +318,7 @@ class _TrialRunner:
             usage=transcript.usage,
             grader_usage=transcript.grader_usage,
             cost_usd=_cost(transcript.model_calls),
-            grader_cost_usd=_cost([c for c in transcript.model_calls if c.role == "grader"]),
+            grader_cost_usd=_grader_cost(transcript.model_calls),
             model=_model_name(task.model or self.suite.model or self.default_model)
             if isinstance(self.harness, ChatHarness)
             else None,
@@ -538,6 +538,12 @@ def _cost(calls: Sequence[Any]) -> float | None:
             return None
         total += call.cost_usd
     return total
+
+
+def _grader_cost(calls: Sequence[Any]) -> float | None:
+    """Graders that called no model cost nothing; otherwise the sum, `None` if any is unknown."""
+    graded = [c for c in calls if c.role == "grader"]
+    return _cost(graded) if graded else 0.0
 
 
 def _model_name(model: str | Model | None) -> str | None:

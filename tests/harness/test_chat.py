@@ -165,3 +165,34 @@ def test_max_cost_stops_scheduling_new_trials() -> None:
         in (report.run.config["stop_reason"])
     )
     assert report.summary.cost_usd == pytest.approx(0.063)
+    gate = report.gate()
+    assert gate.exit_code == 1
+    assert gate.reasons[0].startswith("not every trial ran: the cost budget of $0.05 was spent")
+
+
+def test_grader_tokens_and_costs_are_kept_apart_from_the_agents() -> None:
+    from trialkit.models import get_model
+
+    judge = get_model(ScriptedModel("judge", ["PASS, and this verdict is long"]))
+
+    async def judged(ctx: object) -> bool:
+        response = await judge.generate(
+            ModelRequest(messages=[Message(role="user", content="grade")])
+        )
+        return response.text.startswith("PASS")
+
+    suite = Suite(
+        id="s",
+        model=ScriptedModel("agent", ["Paris"]),
+        tasks=[
+            Task(id="judged", input="capital?", graders=[judged]),
+            Task(id="plain", input="capital?", graders=[graders.contains("paris")]),
+        ],
+    )
+    report = run_sync(suite)
+    judged_result = report.task("judged").results[0]
+    assert judged_result.usage.output_tokens == 1  # "Paris"
+    assert judged_result.grader_usage.output_tokens == 7  # the judge's 29 characters
+    assert report.task("plain").results[0].grader_usage.output_tokens == 0
+    assert report.summary.grader_cost_usd == 0.0
+    assert report.summary.grader_usage.output_tokens == 7

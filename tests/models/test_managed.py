@@ -128,7 +128,7 @@ class Hang(Model):
 
 def test_a_dead_endpoint_never_hangs_the_call() -> None:
     started = time.perf_counter()
-    with pytest.raises(ModelError, match="gave up after 2 attempts: no answer within 0.05 s"):
+    with pytest.raises(ModelError, match=r"gave up after 2 attempts: no answer within 0\.05 s"):
         call(get_model(Hang("x")), retry=RetryPolicy(attempts=2, base_delay=0.001, timeout=0.05))
     assert time.perf_counter() - started < 1
 

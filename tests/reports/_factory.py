@@ -44,6 +44,8 @@ def result(
     failed: bool = False,
     duration_s: float = 1.0,
     cost_usd: float | None = 0.001,
+    grader_usage: Usage | None = None,
+    grader_cost_usd: float | None = None,
 ) -> TrialResult:
     if scores is None:
         scores = [passing()] if verdict is Verdict.PASS else [failing_contains()]
@@ -57,7 +59,9 @@ def result(
         error=error,
         duration_s=duration_s,
         usage=Usage(input_tokens=100, output_tokens=20),
+        grader_usage=grader_usage or Usage(),
         cost_usd=cost_usd,
+        grader_cost_usd=grader_cost_usd,
     )
 
 
@@ -67,11 +71,14 @@ def make_report(
     kind: SuiteKind = SuiteKind.CAPABILITY,
     plans: Sequence[TaskPlan] | None = None,
     suite_id: str = "capitals",
+    run: RunInfo | None = None,
 ) -> Report:
     if plans is None:
         plans = [TaskPlan(id=task_id, kind=kind) for task_id in tasks]
+    if run is None:
+        run = RunInfo(id="run-7f3a", name="nightly", started_at=STARTED, finished_at=FINISHED)
     return build_report(
-        RunInfo(id="run-7f3a", name="nightly", started_at=STARTED, finished_at=FINISHED),
+        run,
         SuiteInfo(id=suite_id, kind=kind),
         plans,
         tasks,
@@ -126,6 +133,34 @@ def capability_report() -> Report:
         for task_id in tasks
     ]
     return make_report(tasks, plans=plans)
+
+
+JUDGE_USAGE = Usage(input_tokens=40, output_tokens=10)
+STOP_REASON = "the budget of $0.005 ran out after 3 of 6 trials"
+
+
+def judged_report() -> Report:
+    """A run stopped by its cost budget, with a model under test and a judge that costs."""
+    judge = Score(name="judge", value=0.9, verdict=Verdict.PASS, rationale="Correct.")
+
+    def judged(trial: int) -> TrialResult:
+        return result(
+            trial,
+            Verdict.PASS,
+            scores=[judge],
+            cost_usd=0.0018,
+            grader_usage=JUDGE_USAGE,
+            grader_cost_usd=0.0008,
+        )
+
+    run = RunInfo(
+        id="run-9c1d",
+        started_at=STARTED,
+        finished_at=FINISHED,
+        status="stopped",
+        config={"model": "openai/gpt-4o-mini", "stop_reason": STOP_REASON, "max_cost": 0.005},
+    )
+    return make_report({"france": [judged(0), judged(1)], "germany": [judged(0)]}, run=run)
 
 
 NASTY = "nul\x00 esc\x1b[31mred\x1b[0m vt\x0b ff\x0c nonchar\ufffe\uffff lone\ud800 ok\t\r\n"

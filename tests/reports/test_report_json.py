@@ -6,7 +6,7 @@ from trialkit.report import Report
 from trialkit.reports import ReportFormatError, load_json_report, render_json
 from trialkit.score import Verdict
 
-from ._factory import capability_report, make_report, result
+from ._factory import capability_report, judged_report, make_report, result
 
 
 def test_round_trip() -> None:
@@ -34,7 +34,10 @@ def test_schema_version_comes_first_and_the_documented_keys_are_there() -> None:
         "pass_hat_k",
         "flakiness_rate",
         "errors",
+        "usage",
+        "grader_usage",
         "cost_usd",
+        "grader_cost_usd",
     } <= data["summary"].keys()
     germany = data["tasks"][1]
     assert germany["id"] == "germany"
@@ -115,3 +118,38 @@ def test_report_methods_use_the_renderers() -> None:
     report: Report = capability_report()
 
     assert report.to_json() == render_json(report)
+
+
+def test_grader_usage_and_cost_are_written_and_read_back() -> None:
+    report = judged_report()
+
+    data = json.loads(render_json(report))
+
+    assert data["run"]["status"] == "stopped"
+    assert data["run"]["config"]["model"] == "openai/gpt-4o-mini"
+    assert data["summary"]["grader_usage"]["input_tokens"] == 120
+    assert data["summary"]["grader_cost_usd"] == pytest.approx(0.0024)
+    assert data["summary"]["cost_usd"] == pytest.approx(0.0054)
+    france = data["tasks"][0]
+    assert france["grader_usage"]["output_tokens"] == 20
+    assert france["grader_cost_usd"] == pytest.approx(0.0016)
+    assert france["results"][0]["grader_usage"]["input_tokens"] == 40
+    assert france["results"][0]["grader_cost_usd"] == 0.0008
+    assert load_json_report(render_json(report)) == report
+
+
+def test_a_report_written_before_grader_fields_existed_still_loads() -> None:
+    data = json.loads(render_json(capability_report()))
+    for part in [
+        data["summary"],
+        *data["tasks"],
+        *(r for t in data["tasks"] for r in t["results"]),
+    ]:
+        del part["grader_usage"], part["grader_cost_usd"]
+
+    report = load_json_report(json.dumps(data))
+
+    assert report == capability_report()
+    assert report.summary.grader_usage.is_empty()
+    assert report.summary.grader_cost_usd is None
+    assert report.tasks[0].results[0].grader_cost_usd is None

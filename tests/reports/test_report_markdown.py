@@ -1,9 +1,18 @@
 from inline_snapshot import snapshot
 
+from trialkit.report import RunInfo
 from trialkit.reports import render_markdown
 from trialkit.score import Score, Verdict
 
-from ._factory import capability_report, make_report, nasty_report, result
+from ._factory import (
+    FINISHED,
+    STARTED,
+    capability_report,
+    judged_report,
+    make_report,
+    nasty_report,
+    result,
+)
 
 
 def test_capability_report() -> None:
@@ -158,3 +167,43 @@ def test_control_characters_and_lone_surrogates_are_shown_escaped() -> None:
     assert "\x1b" not in text
     assert "\\x1b\\[31mred" in text
     assert "lone\\ud800" in text
+
+
+def test_a_stopped_run_with_a_judge_shows_model_reason_and_grader_costs() -> None:
+    assert render_markdown(judged_report()) == snapshot("""\
+## trialkit · capitals · capability · run run-9c1d · model openai/gpt-4o-mini
+
+started 2026-11-29T12:00:00+00:00 · stopped: the budget of \\$0.005 ran out after 3 of 6 trials
+
+| Metric | Value |
+|---|---|
+| Tasks | 2: ✅ 2 passed, ❌ 0 failed, ⚠️ 0 errored |
+| Trials | 3: ✅ 3 passed, ❌ 0 failed, ⚠️ 0 errored |
+| Pass rate (decided trials) | 100.0% (95% CI 43.9%–100.0%) |
+| pass@1 | 100.0% |
+| pass^1 | 100.0% |
+| Flakiness | 0.0% (0 flaky tasks) |
+| Errors | 0 of 3 trials |
+| Mean score | 0.900 |
+| Latency p50 / p95 | 1.00 s / 1.00 s |
+| Tokens | 510 (agent 300 in / 60 out; graders 120 in / 30 out) |
+| Cost | \\$0.0054 (graders \\$0.0024) |
+| Duration | 42.00 s |
+
+| Task | Kind | Verdict | Passed | pass@1 | pass^1 | Flaky |
+|---|---|---|---:|---:|---:|:---:|
+| france | capability | ✅ pass | 2/2 | 100.0% | 100.0% |  |
+| germany | capability | ✅ pass | 1/1 | 100.0% | 100.0% |  |
+""")
+
+
+def test_an_interrupted_run_says_so() -> None:
+    run = RunInfo(id="r1", started_at=STARTED, finished_at=FINISHED, status="interrupted")
+    report = make_report({"t": [result(0, Verdict.PASS)]}, run=run)
+
+    lines = render_markdown(report).splitlines()
+
+    assert lines[0] == "## trialkit · capitals · capability · run r1"
+    assert lines[2] == (
+        "started 2026-11-29T12:00:00+00:00 · interrupted: only the trials that finished are counted"
+    )

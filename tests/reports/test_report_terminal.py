@@ -3,11 +3,19 @@ import io
 from inline_snapshot import snapshot
 from rich.console import Console
 
-from trialkit.report import Report
+from trialkit.report import Report, RunInfo
 from trialkit.reports import render_terminal
 from trialkit.score import Score, Verdict
 
-from ._factory import capability_report, make_report, nasty_report, result
+from ._factory import (
+    FINISHED,
+    STARTED,
+    capability_report,
+    judged_report,
+    make_report,
+    nasty_report,
+    result,
+)
 
 
 def render(report: Report, *, details: bool = True) -> str:
@@ -116,3 +124,46 @@ def test_control_characters_and_lone_surrogates_are_shown_escaped() -> None:
     assert "\x1b" not in text
     assert "esc\\x1b[31mred" in text
     assert "lone\\ud800" in text
+
+
+def test_a_stopped_run_with_a_judge_shows_model_reason_and_grader_costs() -> None:
+    assert render(judged_report(), details=False) == snapshot("""\
+
+  Task               Kind         Verdict   Passed   pass@1   pass^1   Notes
+ ────────────────────────────────────────────────────────────────────────────
+  france             capability   ✓ pass       2/2   100.0%   100.0%
+  germany            capability   ✓ pass       1/1   100.0%   100.0%
+
+     trialkit · capitals · capability · run run-9c1d · model openai/gpt-4o-mini
+
+  Tasks                        2: 2 passed, 0 failed, 0 errored
+  Trials                       3: 3 passed, 0 failed, 0 errored
+  Pass rate (decided trials)   100.0% (95% CI 43.9%–100.0%)
+  pass@1                       100.0%
+  pass^1                       100.0%
+  Flakiness                    0.0% (0 flaky tasks)
+  Errors                       0 of 3 trials
+  Mean score                   0.900
+  Latency p50 / p95            1.00 s / 1.00 s
+  Tokens                       510 (agent 300 in / 60 out; graders 120 in / 30 out)
+  Cost                         $0.0054 (graders $0.0024)
+  Duration                     42.00 s
+
+                          started 2026-11-29T12:00:00+00:00
+Stopped: the budget of $0.005 ran out after 3 of 6 trials
+""")
+
+
+def test_an_interrupted_run_says_so_after_the_summary() -> None:
+    run = RunInfo(id="r1", started_at=STARTED, finished_at=FINISHED, status="interrupted")
+
+    text = render(make_report({"t": [result(0, Verdict.PASS)]}, run=run))
+
+    assert text.endswith("Interrupted: only the trials that finished are counted\n")
+
+
+def test_a_completed_run_has_no_ending_line() -> None:
+    text = render(capability_report())
+
+    assert "Stopped" not in text
+    assert "Interrupted" not in text

@@ -180,10 +180,15 @@ def _tool_trial(run_id: str) -> Trial:
                 latency_s=0.8,
                 retries=1,
             ),
-            ModelCall(model="judge/model", role="grader", usage=Usage(input_tokens=9)),
+            ModelCall(
+                model="judge/model",
+                role="grader",
+                usage=Usage(input_tokens=9, output_tokens=2),
+                cost_usd=0.0004,
+            ),
         ],
         usage=usage,
-        grader_usage=Usage(input_tokens=9),
+        grader_usage=Usage(input_tokens=9, output_tokens=2),
         timing=Timing(started_at=T0, setup_s=0.1, agent_s=1.5, grading_s=0.2, total_s=1.8),
     )
     outcome = Outcome(
@@ -211,7 +216,9 @@ def _tool_trial(run_id: str) -> Trial:
             Score.from_bool(True, name="tool_called"),
         ],
         usage=usage,
-        cost_usd=0.0123,
+        grader_usage=Usage(input_tokens=9, output_tokens=2),
+        cost_usd=0.0127,
+        grader_cost_usd=0.0004,
         started_at=datetime(2025, 3, 1, 14, 0, 0, 1, tzinfo=timezone(timedelta(hours=2))),
         duration_s=1.8000000000000003,
     )

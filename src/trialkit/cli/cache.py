@@ -11,12 +11,8 @@ import click
 from rich.table import Table
 
 from trialkit.cli._common import EXIT_GATE_FAILED, debug_option, fail, handle_errors, stdout_console
-from trialkit.models.cassette import (
-    CassetteError,
-    cassette_stats,
-    prune_cassette,
-    verify_cassette,
-)
+from trialkit.models.cassette import CassetteError
+from trialkit.models.cassette_tools import cassette_stats, prune_cassette, verify_cassette
 
 DIR = click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
 
@@ -41,7 +37,7 @@ def cache_command() -> None:
 @debug_option
 @handle_errors
 def stats_command(directory: Path, as_json: bool, debug: bool) -> None:
-    """How much DIR holds: files, recordings and bytes per model, oldest and newest."""
+    """Show what DIR holds: files, recordings and bytes per model; when recorded."""
     with _cassette_errors():
         stats = cassette_stats(directory)
     if as_json:
@@ -71,9 +67,10 @@ def stats_command(directory: Path, as_json: bool, debug: bool) -> None:
 @debug_option
 @handle_errors
 def verify_command(directory: Path, debug: bool) -> None:
-    """Check every recording in DIR: readable, this schema, unedited, valid, no secrets.
+    """Check every recording in DIR; print `path: problem` lines, exit 1 if any.
 
-    Prints each problem as `path: problem` and exits 1 when there is any.
+    A recording must be readable JSON of this schema version, unedited (its key is the hash of
+    its request), with valid responses and no secrets.
     """
     with _cassette_errors():
         problems = verify_cassette(directory)
@@ -91,9 +88,10 @@ def verify_command(directory: Path, debug: bool) -> None:
 @debug_option
 @handle_errors
 def prune_command(directory: Path, dry_run: bool, debug: bool) -> None:
-    """Remove the recordings the last run with DIR did not use (see DIR/.last-run.json).
+    """Remove recordings the last run with DIR did not use.
 
-    Run the whole suite with the cassette first: a run of a few tasks marks only theirs.
+    The last run's keys are in DIR/.last-run.json. Run the whole suite with the cassette first
+    (e.g. `--cache-mode replay`): a run of a few tasks marks only theirs as used.
     """
     with _cassette_errors():
         removed = prune_cassette(directory, dry_run=dry_run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from trialkit._version import __version__
+from trialkit.cli.cache import cache_command
 from trialkit.cli.report import report_command
 from trialkit.cli.run import run_command
 from trialkit.cli.runs import runs_command
@@ -19,6 +20,7 @@ def cli() -> None:
 cli.add_command(run_command)
 cli.add_command(runs_command)
 cli.add_command(report_command)
+cli.add_command(cache_command)
 
 
 def main() -> None:

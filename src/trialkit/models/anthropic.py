@@ -124,7 +124,7 @@ class AnthropicModel(Model):
         try:
             message: object = await self.client.messages.create(
                 model=self.name,
-                max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
+                max_tokens=DEFAULT_MAX_TOKENS if config.max_tokens is None else config.max_tokens,
                 messages=messages,
                 system=system or omit,
                 tools=tools or omit,

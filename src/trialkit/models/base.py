@@ -68,19 +68,31 @@ class ModelRequest(Record):
     response_format: ResponseFormat | None = None
 
     def canonical(self, model_id: str) -> dict[str, Any]:
-        """The request as plain data, with the model id, in a stable form."""
-        return {
-            "schema_version": REQUEST_SCHEMA_VERSION,
-            "model": model_id,
-            **self.model_dump(mode="json", exclude_defaults=True),
-        }
+        """The request as plain data, with the model id, in a stable form.
+
+        Tool calls inside messages keep only what the model sees (id, name, arguments): a
+        harness that echoes transcript tool calls back, with their timings, must still hit the
+        same recording.
+        """
+        data = self.model_dump(
+            mode="json",
+            exclude_defaults=True,
+            exclude={"messages": {"__all__": {"tool_calls": {"__all__": _CALL_RUNTIME}}}},
+        )
+        return {"schema_version": REQUEST_SCHEMA_VERSION, "model": model_id, **data}
 
     def key(self, model_id: str) -> str:
         """SHA-256 of the canonical JSON: what a cassette files this request under."""
-        text = json.dumps(
-            self.canonical(model_id), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return key_of(self.canonical(model_id))
+
+
+_CALL_RUNTIME = {"result", "is_error", "turn", "started_at", "duration_s"}
+
+
+def key_of(canonical: object) -> str:
+    """SHA-256 of compact, key-sorted JSON; lone surrogates are kept, never an error."""
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class ModelResponse(Record):

@@ -35,7 +35,7 @@ class RetryPolicy:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_retry_after)
-        backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        backoff = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
         return backoff * (0.5 + random.random() / 2)
 
 

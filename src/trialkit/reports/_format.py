@@ -75,12 +75,30 @@ def cost(value: float | None) -> str:
     return NA if value is None else f"${value:.4f}"
 
 
-def tokens(usage: Usage) -> str:
-    """Empty usage means no model call was recorded (e.g. a plain function harness), so the
-    count is unknown rather than zero."""
-    if usage.is_empty():
-        return NA
-    return f"{usage.total_tokens:,} ({usage.input_tokens:,} in, {usage.output_tokens:,} out)"
+def tokens(usage: Usage, grader_usage: Usage | None = None) -> str:
+    """All tokens, with the agent's and the graders' apart when graders used any.
+
+    Empty usage means no model call was recorded (e.g. a plain function harness), so the
+    count is unknown rather than zero.
+    """
+    if grader_usage is None or grader_usage.is_empty():
+        if usage.is_empty():
+            return NA
+        return f"{usage.total_tokens:,} ({_in_out(usage, ', ')})"
+    total = usage.total_tokens + grader_usage.total_tokens
+    agent = NA if usage.is_empty() else _in_out(usage, " / ")
+    return f"{total:,} (agent {agent}; graders {_in_out(grader_usage, ' / ')})"
+
+
+def _in_out(usage: Usage, sep: str) -> str:
+    return f"{usage.input_tokens:,} in{sep}{usage.output_tokens:,} out"
+
+
+def total_cost(total: float | None, graders: float | None, grader_usage: Usage) -> str:
+    """The total cost, with the graders' part when graders made any call."""
+    if graders is None and grader_usage.is_empty():
+        return cost(total)
+    return f"{cost(total)} (graders {cost(graders)})"
 
 
 def shown_ks(table: dict[str, float]) -> list[str]:
@@ -149,8 +167,8 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         ("Errors", f"{s.errors} of {s.trials} trials"),
         ("Mean score", number(s.mean_score)),
         ("Latency p50 / p95", f"{seconds(s.latency_p50_s)} / {seconds(s.latency_p95_s)}"),
-        ("Tokens", tokens(s.usage)),
-        ("Cost", cost(s.cost_usd)),
+        ("Tokens", tokens(s.usage, s.grader_usage)),
+        ("Cost", total_cost(s.cost_usd, s.grader_cost_usd, s.grader_usage)),
         ("Duration", seconds(s.duration_s)),
     ]
     return rows
@@ -173,15 +191,39 @@ def pass_k_note(report: Report) -> str | None:
 def run_title(report: Report) -> str:
     run = report.run
     who = f"{run.name} ({run.id})" if run.name else run.id
-    return f"{report.suite.id} · {report.suite.kind.value} · run {who}"
+    title = f"{report.suite.id} · {report.suite.kind.value} · run {who}"
+    model = run_model(report)
+    return f"{title} · model {model}" if model else title
+
+
+def run_model(report: Report) -> str | None:
+    """The model under test, when the run had one (`run.config["model"]`)."""
+    model = report.run.config.get("model")
+    return str(model) if model else None
 
 
 def run_subtitle(report: Report) -> str:
+    """When the run started and, unless it completed, how it ended."""
+    ending = run_ending(report)
+    started = run_started(report)
+    return started if ending is None else f"{started} · {ending}"
+
+
+def run_started(report: Report) -> str:
+    return f"started {report.run.started_at.isoformat()}"
+
+
+def run_ending(report: Report) -> str | None:
+    """How a run that did not complete ended (a stopped run says why); `None` if it completed."""
     run = report.run
-    parts = [f"started {run.started_at.isoformat()}"]
-    if run.status != "completed":
-        parts.append(run.status)
-    return " · ".join(parts)
+    if run.status == "completed":
+        return None
+    if run.status == "interrupted":
+        return "interrupted: only the trials that finished are counted"
+    if run.status == "stopped":
+        reason = run.config.get("stop_reason")
+        return f"stopped: {reason}" if reason else "stopped"
+    return run.status
 
 
 def kind_label(task: TaskReport) -> str:

@@ -59,6 +59,9 @@ def render_terminal(report: Report, console: Console, *, details: bool = True) -
             )
     console.print(_task_table(report))
     console.print(_summary_table(report))
+    ending = f.run_ending(report)
+    if ending:
+        console.print(_plain(ending[0].upper() + ending[1:], style="bold yellow"))
     note = f.pass_k_note(report)
     if note:
         console.print(_plain(note, style="dim"))
@@ -84,7 +87,7 @@ def _counts(total: int, counts: f.Counts) -> Text:
 def _summary_table(report: Report) -> Table:
     table = Table(
         title=_plain(f"trialkit · {f.run_title(report)}", style="bold"),
-        caption=_plain(f.run_subtitle(report)),
+        caption=_plain(f.run_started(report)),
         show_header=False,
         box=box.SIMPLE,
     )

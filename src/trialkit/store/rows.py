@@ -140,7 +140,18 @@ def trial_row(trial: Trial) -> dict[str, Any]:
         "transcript": trial.transcript.model_dump_json(),
         "outcome": trial.outcome.model_dump_json(exclude={"output"}),
         "scores": _SCORES.dump_json(trial.scores).decode(),
+        "grader_usage": dump_grader_usage(trial.grader_usage),
+        "grader_cost_usd": trial.grader_cost_usd,
     }
+
+
+def dump_grader_usage(usage: Usage) -> str | None:
+    """NULL when the graders used no tokens, as in the rows written before the column."""
+    return None if usage.is_empty() else usage.model_dump_json()
+
+
+def load_grader_usage(value: str | None) -> Usage:
+    return Usage() if value is None else Usage.model_validate_json(value)
 
 
 def score_rows(trial: Trial) -> list[dict[str, Any]]:
@@ -176,7 +187,9 @@ def trial(row: StoredRow) -> Trial:
         scores=_SCORES.validate_json(row.scores),
         error=_error(row.error),
         usage=Usage.model_validate_json(row.usage),
+        grader_usage=load_grader_usage(row.grader_usage),
         cost_usd=row.cost_usd,
+        grader_cost_usd=row.grader_cost_usd,
         started_at=load_datetime(row.started_at),
         duration_s=row.duration_s,
     )
@@ -195,7 +208,9 @@ def trial_result(row: StoredRow) -> TrialResult:
         error=_error(row.error),
         duration_s=row.duration_s,
         usage=Usage.model_validate_json(row.usage),
+        grader_usage=load_grader_usage(row.grader_usage),
         cost_usd=row.cost_usd,
+        grader_cost_usd=row.grader_cost_usd,
     )
 
 

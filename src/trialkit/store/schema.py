@@ -84,6 +84,9 @@ trials = Table(
     Column("transcript", Text, nullable=False),
     Column("outcome", Text, nullable=False),
     Column("scores", Text, nullable=False),
+    # m002_grader_usage: NULL in rows written before it (and grader_usage NULL when empty).
+    Column("grader_usage", Text),
+    Column("grader_cost_usd", Float),
     ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
     Index("ix_trials_run_verdict", "run_id", "verdict"),
 )

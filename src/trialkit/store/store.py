@@ -54,7 +54,7 @@ class RunSummary(Record):
     name: str | None
     suite_id: str
     suite_kind: SuiteKind
-    status: Literal["running", "completed", "interrupted"]
+    status: Literal["running", "completed", "interrupted", "stopped"]
     started_at: datetime
     finished_at: datetime | None
     tasks: int
@@ -248,6 +248,8 @@ class Store:
                 trials.c.duration_s,
                 trials.c.usage,
                 trials.c.cost_usd,
+                trials.c.grader_usage,
+                trials.c.grader_cost_usd,
             )
             .where(trials.c.run_id == run_id)
             .order_by(trials.c.task_id, trials.c.idx)
