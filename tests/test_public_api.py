@@ -70,6 +70,7 @@ def test_graders_exports() -> None:
 
 def test_harness_exports() -> None:
     assert sorted(trialkit.harness.__all__) == [
+        "ChatHarness",
         "FunctionHarness",
         "Harness",
         "HarnessLike",
@@ -78,6 +79,7 @@ def test_harness_exports() -> None:
         "SessionHarness",
         "TrialContext",
         "as_harness",
+        "recorded",
     ]
 
 
@@ -98,3 +100,30 @@ def test_importing_trialkit_imports_no_heavy_optional_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_models_exports() -> None:
+    import trialkit.models
+
+    assert sorted(trialkit.models.__all__) == [
+        "ErrorKind",
+        "ForceTool",
+        "GenerationConfig",
+        "ManagedModel",
+        "Model",
+        "ModelError",
+        "ModelRequest",
+        "ModelResponse",
+        "ModelSettings",
+        "ResponseFormat",
+        "RetryPolicy",
+        "ScriptedModel",
+        "ToolSpec",
+        "UnknownModel",
+        "calls_as",
+        "current_settings",
+        "get_model",
+        "use_settings",
+    ]
+    for name in trialkit.models.__all__:
+        assert hasattr(trialkit.models, name)

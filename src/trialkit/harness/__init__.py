@@ -1,9 +1,11 @@
 """Harnesses: adapters from a task to the agent under test."""
 
 from trialkit.harness.base import Harness, HarnessLike, Reply, Session, TrialContext
-from trialkit.harness.function import FunctionHarness, SessionHarness, as_harness
+from trialkit.harness.chat import ChatHarness
+from trialkit.harness.function import FunctionHarness, SessionHarness, as_harness, recorded
 
 __all__ = [
+    "ChatHarness",
     "FunctionHarness",
     "Harness",
     "HarnessLike",
@@ -12,4 +14,5 @@ __all__ = [
     "SessionHarness",
     "TrialContext",
     "as_harness",
+    "recorded",
 ]

@@ -12,7 +12,9 @@ import anyio.to_thread
 
 from trialkit._record import clean_text
 from trialkit.harness.base import Harness, HarnessLike, Reply, Session, TrialContext
-from trialkit.transcript import Message
+from trialkit.models.base import key_of
+from trialkit.models.context import current_settings
+from trialkit.transcript import Message, current_recorder
 
 
 def to_reply(result: object, *, source: str) -> Reply:
@@ -65,10 +67,15 @@ class FunctionHarness(Harness):
     turn. Blocking (sync) callables run in worker threads so the event loop never waits.
     """
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], *, name: str | None = None, model: str | None = None
+    ) -> None:
         if not callable(fn):
             raise TypeError(f"a harness must be callable, got {type(fn).__name__}")
         self.fn = fn
+        self.model = model
+        """When set, the function's text answers go through the run's cassette under this id,
+        keyed by the input, so a whole agent can be recorded and replayed like a model."""
         self.name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
         self.is_async = _is_async(fn)
         self.with_context = _wants_context(fn)
@@ -83,6 +90,42 @@ class _FunctionSession(Session):
         self.ctx = ctx
 
     async def send(self, message: str | list[Message]) -> Reply:
+        cassette = current_settings().cassette
+        if self.harness.model is None or cassette is None:
+            return await self._call(message)
+        model_id = self.harness.model
+        key_input: object = (
+            message
+            if isinstance(message, str)
+            else [m.model_dump(mode="json", exclude_defaults=True) for m in message]
+        )
+        recorder = current_recorder()
+        trial = recorder.trial_index if recorder else 0
+        key = key_of({"model": model_id, "input": key_input})
+        occurrence = recorder.next_occurrence(key) if recorder else 0
+        if cassette.mode in ("replay", "auto"):
+            output = cassette.lookup_text(model_id, key_input, trial=trial, occurrence=occurrence)
+            if output is not None:
+                return Reply(output=output)
+            if cassette.mode == "replay":
+                raise cassette.miss_text(
+                    model_id,
+                    key_input,
+                    task_id=self.ctx.task.id,
+                    trial=trial,
+                    occurrence=occurrence,
+                )
+        reply = await self._call(message)
+        if cassette.mode in ("record", "auto") and reply.output is not None and not reply.is_error:
+            output = reply.output
+            await anyio.to_thread.run_sync(
+                lambda: cassette.record_text(
+                    model_id, key_input, output, trial=trial, occurrence=occurrence
+                )
+            )
+        return reply
+
+    async def _call(self, message: str | list[Message]) -> Reply:
         h = self.harness
         args: tuple[Any, ...] = (message, self.ctx) if h.with_context else (message,)
         if h.is_async:
@@ -142,6 +185,17 @@ class _ObjectSession(Session):
         result = close() if _is_async(close) else await anyio.to_thread.run_sync(close)
         if inspect.isawaitable(result):
             await result
+
+
+def recorded(fn: Callable[..., Any], *, model: str, name: str | None = None) -> FunctionHarness:
+    """A function harness whose answers the run's cassette records and replays under `model`.
+
+    ```python
+    Suite(harness=recorded(my_agent, model="my-agent/v3"), ...)
+    ```
+    Only the text answer is kept; a turn that reports failure is not recorded.
+    """
+    return FunctionHarness(fn, name=name, model=model)
 
 
 def as_harness(obj: HarnessLike) -> Harness:
