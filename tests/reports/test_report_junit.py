@@ -9,7 +9,7 @@ from trialkit.reports import render_junit
 from trialkit.score import Verdict
 from trialkit.task import SuiteKind
 
-from ._factory import capability_report, make_report, nasty_report, result
+from ._factory import capability_report, judged_report, make_report, nasty_report, result
 
 SCHEMA_PATH = Path(__file__).parent.parent / "data" / "junit-10.xsd"
 
@@ -123,3 +123,13 @@ def test_forbidden_characters_are_sanitised(schema: xmlschema.XMLSchema) -> None
     assert "nonchar\\ufffe\\uffff lone\\ud800" in names[0]
     (failure,) = next(iter(suite)).result
     assert "lone\\ud800" in failure.text
+
+
+def test_model_cost_and_tokens_are_suite_properties(schema: xmlschema.XMLSchema) -> None:
+    text = render_junit(judged_report())
+    schema.validate(text)
+    suite = next(iter(parse(text)))
+    props = {p.name: p.value for p in suite.properties()}
+    assert props["trialkit.model"] == "openai/gpt-4o-mini"
+    assert float(props["trialkit.cost_usd"]) > float(props["trialkit.grader_cost_usd"]) > 0
+    assert int(props["trialkit.tokens"]) > 0

@@ -72,6 +72,19 @@ def _properties(report: Report) -> list[tuple[str, str]]:
     if report.run.name:
         props.append(("trialkit.run_name", report.run.name))
     props.append(("trialkit.suite_kind", report.suite.kind.value))
+    model = report.run.config.get("model")
+    if model:
+        props.append(("trialkit.model", str(model)))
+    summary = report.summary
+    if summary.pass_rate is not None:
+        props.append(("trialkit.pass_rate", f"{summary.pass_rate:.4f}"))
+    if summary.cost_usd is not None:
+        props.append(("trialkit.cost_usd", f"{summary.cost_usd:.6f}"))
+    if summary.grader_cost_usd is not None:
+        props.append(("trialkit.grader_cost_usd", f"{summary.grader_cost_usd:.6f}"))
+    tokens = summary.usage.total_tokens + summary.grader_usage.total_tokens
+    if tokens:
+        props.append(("trialkit.tokens", str(tokens)))
     return props
 
 
