@@ -79,9 +79,13 @@ def test_cli_reference_is_current() -> None:
 
 
 def _cli_options() -> set[str]:
+    """Every long option of every command, subcommands of groups (`cache prune`) included."""
     options = {"--help", "--version"}
-    commands = [cli, *cli.commands.values()]
-    for command in commands:
+    commands: list[click.Command] = [cli]
+    while commands:
+        command = commands.pop()
+        if isinstance(command, click.Group):
+            commands.extend(command.commands.values())
         for param in command.params:
             if isinstance(param, click.Option):
                 options.update(o for o in param.opts if o.startswith("--"))

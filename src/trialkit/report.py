@@ -65,8 +65,8 @@ class TrialResult(Record):
     cost_usd: float | None = None
     """Cost of all model calls, the agent's and the graders'; `None` when unknown."""
     grader_cost_usd: float | None = None
-    """The graders' part of `cost_usd`; `None` when no grader call was recorded or a price is
-    unknown."""
+    """The graders' part of `cost_usd`: 0 when the graders called no model (code graders are
+    free), `None` when a grader's call has an unknown price."""
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialResult:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from trialkit.harness.chat import ChatHarness
 from trialkit.harness.function import as_harness
 from trialkit.models.base import Model
 from trialkit.models.context import ModelSettings, calls_as, use_settings
-from trialkit.models.registry import UnknownModel, check_model_id
+from trialkit.models.registry import UnknownModel, preflight
 from trialkit.models.retry import RetryPolicy
 from trialkit.outcome import Outcome
 from trialkit.report import (
@@ -160,17 +160,31 @@ class Runner:
                     "Suite(harness=your_function), or a model with Suite(model=...), "
                     "--model or TRIALKIT_MODEL"
                 )
-            for model in {p.task.model or suite.model or self.model for p in planned}:
-                if isinstance(model, str):
-                    try:
-                        check_model_id(model)
-                    except UnknownModel as exc:
-                        raise SuiteError(f"suite {suite.id!r}: {exc}") from None
-            return ChatHarness()
+            chosen = ChatHarness()
         try:
-            return as_harness(chosen)
+            harness = as_harness(chosen)
         except TypeError as exc:
             raise SuiteError(f"suite {suite.id!r}: harness: {exc}") from None
+        models = {self._model_for(harness, suite, p.task) for p in planned}
+        models |= {p.task.model for p in planned if isinstance(p.task.model, str)}
+        for model in models:
+            if isinstance(model, str):
+                try:
+                    preflight(model, replaying=self._replaying())
+                except UnknownModel as exc:
+                    raise SuiteError(f"suite {suite.id!r}: {exc}") from None
+        return harness
+
+    def _model_for(self, harness: Harness, suite: Suite, task: Task | None) -> str | Model | None:
+        """The model that answers `task`: a chat harness's own, else task → suite → option."""
+        if isinstance(harness, ChatHarness) and harness.model is not None:
+            return harness.model
+        own = task.model if task is not None else None
+        return own or suite.model or self.model
+
+    def _replaying(self) -> bool:
+        cassette = self.settings.cassette
+        return cassette is not None and cassette.mode == "replay"
 
     async def run(self, suite: Suite) -> Report:
         """Run every selected task's trials and return the report.
@@ -196,7 +210,10 @@ class Runner:
                 "task_ids": list(self.task_ids),
                 "tags": list(self.tags),
                 "harness": getattr(harness, "name", type(harness).__name__),
-                "model": _model_name(suite.model or self.model),
+                "model": _model_name(self._model_for(harness, suite, None))
+                if isinstance(harness, ChatHarness)
+                else None,
+                "judge_model": self.settings.judge_model,
                 "max_cost": self.max_cost,
             },
         )
@@ -216,7 +233,9 @@ class Runner:
         total = sum(p.trials for p in planned)
         if self.progress is not None:
             self.progress.start(total)
-        trial_runner = _TrialRunner(run.id, suite, harness, environment, self.model)
+        trial_runner = _TrialRunner(
+            run.id, suite, harness, environment, lambda task: self._model_for(harness, suite, task)
+        )
         budget = _Budget(self.max_cost)
 
         async def worker(queue: Iterator[tuple[_PlannedTask, int]]) -> None:
@@ -259,6 +278,8 @@ class Runner:
                 self.progress.stop()
             with anyio.CancelScope(shield=True):
                 await harness.aclose()
+            if self.settings.cassette is not None:
+                self.settings.cassette.write_manifest()
         return build_report(run, suite_info, plans, results)
 
 
@@ -271,13 +292,13 @@ class _TrialRunner:
         suite: Suite,
         harness: Harness,
         env: Environment,
-        default_model: str | None,
+        model_for: Callable[[Task], str | Model | None],
     ) -> None:
         self.run_id = run_id
         self.suite = suite
         self.harness = harness
         self.env = env
-        self.default_model = default_model
+        self.model_for = model_for
 
     async def run(self, item: _PlannedTask, index: int) -> Trial:
         task = item.task
@@ -319,7 +340,7 @@ class _TrialRunner:
             grader_usage=transcript.grader_usage,
             cost_usd=_cost(transcript.model_calls),
             grader_cost_usd=_grader_cost(transcript.model_calls),
-            model=_model_name(task.model or self.suite.model or self.default_model)
+            model=_model_name(self.model_for(task))
             if isinstance(self.harness, ChatHarness)
             else None,
             started_at=started_at,
@@ -348,7 +369,7 @@ class _TrialRunner:
             trial_index=index,
             world=state.world,
             run_id=self.run_id,
-            model=task.model or self.suite.model or self.default_model,
+            model=self.model_for(task),
             config=self.suite.config,
             system=self.suite.system,
         )
@@ -558,8 +579,10 @@ class _Budget:
         self.spent = 0.0
 
     def add(self, trial: Trial) -> None:
-        if trial.cost_usd is not None:
-            self.spent += trial.cost_usd
+        """Count what the trial's live calls cost; replayed calls spent nothing."""
+        for call in trial.transcript.model_calls:
+            if call.cost_usd is not None and not call.replayed:
+                self.spent += call.cost_usd
 
     def spent_out(self) -> bool:
         return self.limit is not None and self.spent >= self.limit

@@ -52,7 +52,8 @@ class Trial(Record):
     """Cost of all model calls, the agent's and the graders'; `None` when no call was recorded
     or a price is unknown (never guessed as 0)."""
     grader_cost_usd: float | None = None
-    """The graders' part of `cost_usd`."""
+    """The graders' part of `cost_usd`: 0 when the graders called no model, `None` when a
+    price is unknown."""
     started_at: AwareDatetime
     duration_s: float
     """Wall time of setup, agent, capture and grading."""

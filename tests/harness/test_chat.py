@@ -196,3 +196,51 @@ def test_grader_tokens_and_costs_are_kept_apart_from_the_agents() -> None:
     assert report.task("plain").results[0].grader_usage.output_tokens == 0
     assert report.summary.grader_cost_usd == 0.0
     assert report.summary.grader_usage.output_tokens == 7
+
+
+def test_reports_name_the_model_that_answered() -> None:
+    from trialkit.harness import ChatHarness
+
+    report = run_sync(
+        Suite(
+            id="s",
+            harness=ChatHarness("scripted/a"),
+            model="scripted/b",
+            tasks=[Task(id="t", input="x")],
+        ),
+        judge_model="scripted/judge",
+    )
+    assert report.run.config["model"] == "scripted/a"
+    assert report.run.config["judge_model"] == "scripted/judge"
+    assert report.tasks[0].results[0].output == "a"
+    by_id = run_sync(Suite(id="s", harness="scripted/echo", tasks=[Task(id="t", input="x")]))
+    assert by_id.run.config["model"] == "scripted/echo"
+    agent = run_sync(
+        Suite(id="s", harness=lambda p: p, model="scripted/judge", tasks=[Task(id="t", input="x")])
+    )
+    assert agent.run.config["model"] is None
+
+
+def test_unknown_model_ids_are_refused_whatever_the_harness() -> None:
+    with pytest.raises(SuiteError, match="unknown provider 'acme'"):
+        run_sync(Suite(id="s", harness="acme/x", tasks=[Task(id="t", input="x")]))
+    with pytest.raises(SuiteError, match="unknown provider 'acme'"):
+        run_sync(
+            Suite(id="s", harness=lambda p: p, tasks=[Task(id="t", input="x", model="acme/x")])
+        )
+
+
+def test_a_provider_timeout_error_keeps_its_own_message() -> None:
+    from trialkit.models import RetryPolicy
+
+    report = run_sync(
+        Suite(
+            id="s",
+            model=ScriptedModel("t", [TimeoutError("upstream read timed out")]),
+            tasks=[Task(id="t", input="x")],
+        ),
+        retry=RetryPolicy(attempts=2, base_delay=0.001),
+    )
+    error = report.tasks[0].results[0].error
+    assert error is not None
+    assert error.message == "scripted/t: gave up after 2 attempts: upstream read timed out"

@@ -205,8 +205,6 @@ def run_command(
         sys.exit(EXIT_INTERRUPTED)
     finally:
         store.close()
-        if cassette is not None:
-            cassette.write_manifest()
 
     if not quiet:
         render_terminal(report, console)

@@ -141,11 +141,9 @@ class ManagedModel(Model):
         return response
 
     async def _timed(self, request: ModelRequest, policy: RetryPolicy) -> ModelResponse:
-        try:
-            with anyio.fail_after(policy.timeout):
-                return await self.inner.generate(request)
-        except TimeoutError:
-            raise TimeoutError(f"no answer within {policy.timeout:g} s") from None
+        with anyio.move_on_after(policy.timeout):
+            return await self.inner.generate(request)
+        raise TimeoutError(f"no answer within {policy.timeout:g} s")
 
     def _concurrency(self) -> anyio.CapacityLimiter | None:
         if self.max_concurrency is None:

@@ -6,8 +6,8 @@ from functools import lru_cache
 
 from trialkit.transcript import Usage
 
-FREE_PROVIDERS = frozenset({"scripted"})
-"""Providers whose calls cost nothing for certain (test doubles)."""
+FREE_PROVIDERS = frozenset({"scripted", "local"})
+"""Providers whose calls cost nothing for certain: test doubles and models on this machine."""
 
 
 def cost_of(model_id: str, usage: Usage) -> float | None:

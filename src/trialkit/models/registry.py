@@ -7,7 +7,7 @@ from typing import Any
 from trialkit.models.base import Model
 from trialkit.models.managed import ManagedModel
 
-PROVIDERS = ("openai", "anthropic", "scripted")
+PROVIDERS = ("openai", "anthropic", "local", "scripted")
 
 
 class UnknownModel(ValueError):
@@ -48,6 +48,23 @@ def check_model_id(model_id: str) -> None:
         )
 
 
+def preflight(model_id: str, *, replaying: bool = False) -> None:
+    """Fail before a run starts when `model_id` cannot be called here (exit 2, not N errors).
+
+    Checks the id, and for `local/...` that the weights and llama.cpp are installed (unless
+    every call will be replayed from a cassette).
+    """
+    check_model_id(model_id)
+    provider, _, name = model_id.partition("/")
+    if provider == "local" and not replaying:
+        from trialkit.models.local import LocalModelError, check_local
+
+        try:
+            check_local(name)
+        except LocalModelError as exc:
+            raise UnknownModel(str(exc)) from None
+
+
 def _provider_model(model_id: str, options: dict[str, Any]) -> Model:
     check_model_id(model_id)
     provider, _, name = model_id.partition("/")
@@ -59,6 +76,10 @@ def _provider_model(model_id: str, options: dict[str, Any]) -> Model:
         from trialkit.models.anthropic import AnthropicModel
 
         return AnthropicModel(name, **options)
+    if provider == "local":
+        from trialkit.models.local import LocalModel
+
+        return LocalModel(name, **options)
     if provider == "scripted":
         from trialkit.models.scripted import ScriptedModel
 

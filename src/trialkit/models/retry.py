@@ -23,7 +23,7 @@ class RetryPolicy:
     base_delay: float = 0.5
     max_delay: float = 20.0
     max_retry_after: float = 60.0
-    timeout: float = 120.0
+    timeout: float = 60.0
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
