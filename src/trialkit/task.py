@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from trialkit.environments.base import Environment
     from trialkit.graders.base import GraderLike
     from trialkit.harness.base import HarnessLike
-    from trialkit.models.base import GenerationConfig, Model
+    from trialkit.models.base import GenerationConfig, Model, ResponseFormat
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_TRIALS = 1
@@ -102,6 +102,10 @@ class Task:
     """Seconds for setup, agent and grading of one trial; overrides the suite's (60 s)."""
     model: str | Model | None = None
     """Overrides the suite's model."""
+    config: GenerationConfig | None = None
+    """Overrides the suite's generation parameters for a model harness."""
+    response_format: ResponseFormat | None = None
+    """Asks a model harness for JSON output (optionally matching a JSON Schema)."""
     kind: SuiteKind | KindName | None = None
     """For a task in a `mixed` suite: `capability` or `regression`."""
 

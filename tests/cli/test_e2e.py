@@ -18,7 +18,7 @@ import xmlschema
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = ROOT / "examples" / "quickstart" / "evals.py"
+PYTHON_AGENT = ROOT / "examples" / "python_agent" / "evals.py"
 XSD = ROOT / "tests" / "data" / "junit-10.xsd"
 
 SUITES = """
@@ -85,11 +85,11 @@ def test_version(work: Path) -> None:
     assert out.stdout.strip() == "trialkit, version 0.1.0"
 
 
-def test_quickstart_writes_every_report_and_stores_every_trial(work: Path) -> None:
+def test_python_agent_run_writes_every_report_and_stores_every_trial(work: Path) -> None:
     out = trialkit(
         work,
         "run",
-        str(QUICKSTART) + ":capability",
+        str(PYTHON_AGENT) + ":capability",
         "--json",
         "r/c.json",
         "--markdown",
@@ -104,7 +104,7 @@ def test_quickstart_writes_every_report_and_stores_every_trial(work: Path) -> No
     report = json.loads((work / "r/c.json").read_text())
     assert report["schema_version"] == 1
     assert report["suite"] == {
-        "id": "quickstart-capability",
+        "id": "python-agent-capability",
         "kind": "capability",
         "description": None,
     }
@@ -125,8 +125,8 @@ def test_quickstart_writes_every_report_and_stores_every_trial(work: Path) -> No
     assert rows(work, f"select count(*) from scores where run_id = '{run_id}'") == [(30,)]
 
 
-def test_quickstart_regression_passes(work: Path) -> None:
-    out = trialkit(work, "run", str(QUICKSTART) + ":regression", "--quiet")
+def test_python_agent_regression_passes(work: Path) -> None:
+    out = trialkit(work, "run", str(PYTHON_AGENT) + ":regression", "--quiet")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("4/4 tasks passed")
 

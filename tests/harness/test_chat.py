@@ -244,3 +244,37 @@ def test_a_provider_timeout_error_keeps_its_own_message() -> None:
     error = report.tasks[0].results[0].error
     assert error is not None
     assert error.message == "scripted/t: gave up after 2 attempts: upstream read timed out"
+
+
+def test_a_tasks_config_and_response_format_reach_the_model() -> None:
+    from trialkit.models import ResponseFormat
+
+    seen: list[ModelRequest] = []
+
+    def respond(request: ModelRequest, trial: int) -> str:
+        seen.append(request)
+        return '{"city": "Paris"}'
+
+    schema = {"type": "object", "required": ["city"]}
+    suite = Suite(
+        id="s",
+        model=ScriptedModel("spy", respond),
+        config=GenerationConfig(temperature=0.9),
+        tasks=[
+            Task(
+                id="json",
+                input="City?",
+                config=GenerationConfig(temperature=0),
+                response_format=ResponseFormat(json_schema=schema),
+                graders=[graders.valid_json(schema=schema)],
+            ),
+            Task(id="plain", input="City?"),
+        ],
+    )
+    report = run_sync(suite, concurrency=1)
+    assert report.task("json").verdict == "pass"
+    json_request, plain_request = seen
+    assert json_request.config.temperature == 0
+    assert json_request.response_format == ResponseFormat(json_schema=schema)
+    assert plain_request.config.temperature == 0.9
+    assert plain_request.response_format is None

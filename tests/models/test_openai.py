@@ -126,7 +126,7 @@ async def test_tool_call_round_trip(model: OpenAIModel, provider_server: Provide
     assert provider_server.last_request.json["messages"][1:] == [
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call_1",

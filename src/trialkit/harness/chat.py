@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trialkit.harness.base import Harness, Reply, Session, TrialContext
-from trialkit.models.base import GenerationConfig, Model, ModelRequest
+from trialkit.models.base import GenerationConfig, Model, ModelRequest, ResponseFormat
 from trialkit.models.managed import ManagedModel
 from trialkit.models.registry import get_model
 from trialkit.task import SuiteError
@@ -48,8 +48,8 @@ class ChatHarness(Harness):
 
     async def session(self, ctx: TrialContext) -> Session:
         system = self.system if self.system is not None else ctx.system
-        config = self.config or ctx.config or GenerationConfig()
-        return _ChatSession(self.resolve(ctx), system, config)
+        config = self.config or ctx.task.config or ctx.config or GenerationConfig()
+        return _ChatSession(self.resolve(ctx), system, config, ctx.task.response_format)
 
     async def aclose(self) -> None:
         for model in self._models.values():
@@ -58,9 +58,16 @@ class ChatHarness(Harness):
 
 
 class _ChatSession(Session):
-    def __init__(self, model: ManagedModel, system: str | None, config: GenerationConfig) -> None:
+    def __init__(
+        self,
+        model: ManagedModel,
+        system: str | None,
+        config: GenerationConfig,
+        response_format: ResponseFormat | None,
+    ) -> None:
         self.model = model
         self.config = config
+        self.response_format = response_format
         self.history: list[Message] = []
         self.system = system
 
@@ -72,6 +79,9 @@ class _ChatSession(Session):
         messages = self.history
         if self.system and not any(m.role == "system" for m in messages):
             messages = [Message(role="system", content=self.system), *messages]
-        response = await self.model.generate(ModelRequest(messages=messages, config=self.config))
+        request = ModelRequest(
+            messages=messages, config=self.config, response_format=self.response_format
+        )
+        response = await self.model.generate(request)
         self.history.append(response.message)
         return Reply(output=response.text, reasoning=response.reasoning)

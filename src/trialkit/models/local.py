@@ -285,7 +285,11 @@ class LocalModel(Model):
             from trialkit.models.openai import OpenAIModel
 
             self._client = OpenAIModel(
-                alias, base_url=server.base_url, api_key="local", timeout=self.timeout
+                alias,
+                base_url=server.base_url,
+                api_key="local",
+                timeout=self.timeout,
+                schema_style="llama.cpp",
             )
             return self._client
 

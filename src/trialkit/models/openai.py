@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from trialkit.models._convert import (
     PLACEHOLDER_API_KEY,
@@ -78,8 +78,12 @@ class OpenAIModel(Model):
         api_key: str | None = None,
         timeout: float = 60.0,
         client: AsyncOpenAI | None = None,
+        schema_style: Literal["openai", "llama.cpp"] = "openai",
     ) -> None:
+        """`schema_style="llama.cpp"` sends a JSON Schema the way llama.cpp's server takes it,
+        `{"type": "json_object", "schema": ...}`, since it refuses OpenAI's `json_schema`."""
         super().__init__(name)
+        self.schema_style = schema_style
         _import_sdk(self.id)
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.timeout = timeout
@@ -113,7 +117,7 @@ class OpenAIModel(Model):
         messages = _messages(request.messages)
         tools = [_tool(spec) for spec in request.tools]
         tool_choice = _tool_choice(request.tool_choice) if tools else None
-        response_format = _response_format(request.response_format)
+        response_format = _response_format(request.response_format, self.schema_style)
         try:
             completion: object = await self.client.chat.completions.create(
                 model=self.name,
@@ -190,7 +194,8 @@ def _message(message: Message) -> ChatCompletionMessageParam:
         }
         for call in message.tool_calls
     ]
-    return {"role": "assistant", "content": message.content or None, "tool_calls": calls}
+    # A string even when empty: llama.cpp's server refuses null here, OpenAI takes both.
+    return {"role": "assistant", "content": message.content, "tool_calls": calls}
 
 
 def _tool(spec: ToolSpec) -> ChatCompletionFunctionToolParam:
@@ -209,7 +214,7 @@ def _tool_choice(choice: ToolChoice | None) -> ChatCompletionToolChoiceOptionPar
     return choice
 
 
-def _response_format(response_format: ResponseFormat | None) -> WireFormat | None:
+def _response_format(response_format: ResponseFormat | None, style: str) -> WireFormat | None:
     if response_format is None:
         return None
     kind: Literal["text", "json_object", "json_schema"] = response_format.type
@@ -217,6 +222,8 @@ def _response_format(response_format: ResponseFormat | None) -> WireFormat | Non
         return {"type": "text"}
     if kind == "json_object" or response_format.json_schema is None:
         return {"type": "json_object"}
+    if style == "llama.cpp":
+        return cast("WireFormat", {"type": "json_object", "schema": response_format.json_schema})
     return {
         "type": "json_schema",
         "json_schema": {

@@ -96,7 +96,7 @@ def _in_out(usage: Usage, sep: str) -> str:
 
 def total_cost(total: float | None, graders: float | None, grader_usage: Usage) -> str:
     """The total cost, with the graders' part when graders made any call."""
-    if graders is None and grader_usage.is_empty():
+    if grader_usage.is_empty() and not graders:
         return cost(total)
     return f"{cost(total)} (graders {cost(graders)})"
 

@@ -1,6 +1,6 @@
-"""A small deterministic "agent" so the quickstart runs with no API key and no network.
+"""A small deterministic "agent": how to evaluate your own Python code, with no model at all.
 
-It stands in for a real model until trialkit's model layer lands. It answers from a table,
+It answers from a table,
 reads the trial number to behave like a sampled model (one answer drifts on some trials),
 and refuses destructive requests by raising, which is what an `expect="failure"` task checks.
 """
