@@ -6,30 +6,26 @@ trial; nothing a trial does cancels the run.
 
 from __future__ import annotations
 
-import inspect
+import functools
 import secrets
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from trialkit._record import ErrorInfo
 from trialkit._writer import TrialWriter
-from trialkit.environments.base import NO_ENVIRONMENT, Environment
-from trialkit.graders.base import GradeContext, Grader, as_grader, combine_verdicts, run_grader
+from trialkit.environments.base import NO_ENVIRONMENT
+from trialkit.graders.base import as_grader
 from trialkit.graders.text import agent_failed
-from trialkit.harness.base import Harness, Reply, TrialContext
+from trialkit.harness.base import Harness
 from trialkit.harness.chat import ChatHarness
 from trialkit.harness.function import as_harness
 from trialkit.models.base import Model
-from trialkit.models.context import ModelSettings, calls_as, use_settings
+from trialkit.models.context import ModelSettings, use_settings
 from trialkit.models.registry import UnknownModel, preflight
 from trialkit.models.retry import RetryPolicy
-from trialkit.outcome import Outcome
 from trialkit.report import (
     Report,
     RunInfo,
@@ -38,12 +34,13 @@ from trialkit.report import (
     TrialResult,
     build_report,
 )
-from trialkit.score import Score, Verdict
+from trialkit.run_trial import PlannedTask, TrialRunner, model_name
+from trialkit.score import Verdict
 from trialkit.task import Suite, SuiteError, Task
-from trialkit.transcript import Message, TranscriptRecorder, Turn, activate, deactivate
-from trialkit.trial import Trial, TrialStatus
+from trialkit.trial import Trial
 
 if TYPE_CHECKING:
+    from trialkit.exporters.base import Exporter
     from trialkit.models.cassette import Cassette
     from trialkit.progress import Progress
     from trialkit.store import Store
@@ -53,14 +50,6 @@ DEFAULT_CONCURRENCY = 10
 
 class EmptySelection(SuiteError):
     """The task selection is empty: nothing would run (exit 2, never a green run)."""
-
-
-@dataclass
-class _PlannedTask:
-    task: Task
-    graders: list[Grader]
-    trials: int
-    timeout: float
 
 
 def new_run_id() -> str:
@@ -91,6 +80,7 @@ class Runner:
         cassette: Cassette | None = None,
         retry: RetryPolicy | None = None,
         max_cost: float | None = None,
+        exporters: Sequence[Exporter] = (),
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -121,12 +111,13 @@ class Runner:
             judge_model=judge_model,
         )
         self.max_cost = max_cost
+        self.exporters = list(exporters)
         self.last_run: RunInfo | None = None
         """The run being (or last) run, so a caller can name it after an interruption."""
         self.finished = 0
         """Trials of the current run that finished (and are stored, when there is a store)."""
 
-    def plan(self, suite: Suite) -> list[_PlannedTask]:
+    def plan(self, suite: Suite) -> list[PlannedTask]:
         """The tasks to run with their graders, trial counts and timeouts."""
         tasks = suite.select(task_ids=self.task_ids, tags=self.tags)
         if not tasks:
@@ -141,7 +132,7 @@ class Runner:
                 own = [agent_failed()]  # suite-wide checks alone never prove a refusal
             graders = [*suite_graders, *own]
             planned.append(
-                _PlannedTask(
+                PlannedTask(
                     task=task,
                     graders=graders,
                     trials=suite.trials_for(task, self.trials),
@@ -150,7 +141,7 @@ class Runner:
             )
         return planned
 
-    def _harness(self, suite: Suite, planned: list[_PlannedTask]) -> Harness:
+    def _harness(self, suite: Suite, planned: list[PlannedTask]) -> Harness:
         chosen = self.harness_override if self.harness_override is not None else suite.harness
         if chosen is None:
             has_model = suite.model is not None or self.model is not None
@@ -186,18 +177,20 @@ class Runner:
         cassette = self.settings.cassette
         return cassette is not None and cassette.mode == "replay"
 
-    async def run(self, suite: Suite) -> Report:
+    async def run(
+        self, suite: Suite, *, resume: str | None = None, retry_errors: bool = False
+    ) -> Report:
         """Run every selected task's trials and return the report.
 
         Each trial is stored as soon as it is graded. If the run is cancelled (Ctrl-C), the
         trials that finished are stored, the run is marked `interrupted`, and the cancellation
-        propagates.
+        propagates. With `resume` (a stored run's id), only the trials that run lacks are run
+        (and, with `retry_errors`, those that errored), and the report covers the whole run.
         """
+        if resume is not None:
+            return await self._resume(suite, resume, retry_errors)
         planned = self.plan(suite)
         harness = self._harness(suite, planned)
-        threads = anyio.to_thread.current_default_thread_limiter()
-        threads.total_tokens = max(threads.total_tokens, self.concurrency)
-        environment = suite.environment or NO_ENVIRONMENT
         run = RunInfo(
             id=new_run_id(),
             name=self.name,
@@ -210,15 +203,13 @@ class Runner:
                 "task_ids": list(self.task_ids),
                 "tags": list(self.tags),
                 "harness": getattr(harness, "name", type(harness).__name__),
-                "model": _model_name(self._model_for(harness, suite, None))
+                "model": model_name(self._model_for(harness, suite, None))
                 if isinstance(harness, ChatHarness)
                 else None,
                 "judge_model": self.settings.judge_model,
                 "max_cost": self.max_cost,
             },
         )
-        self.last_run = run
-        self.finished = 0
         suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
         plans = [
             TaskPlan(
@@ -228,29 +219,97 @@ class Runner:
         ]
         if self.store is not None:
             await anyio.to_thread.run_sync(self.store.create_run, run, suite_info, plans)
+        todo = [(p, i) for p in planned for i in range(p.trials)]
         results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
+        await self._execute(suite, harness, run, suite_info, todo, results)
+        return build_report(run, suite_info, plans, results)
+
+    async def _resume(self, suite: Suite, run_id: str, retry_errors: bool) -> Report:
+        from trialkit.store.resume import load_run, stored_verdicts
+
+        if self.store is None:
+            raise SuiteError("resuming a run needs the store it was written to")
+        store = self.store
+        run, suite_info, stored_plans = load_run(store, run_id)
+        if suite_info.id != suite.id:
+            raise SuiteError(
+                f"run {run_id!r} ran suite {suite_info.id!r}, not {suite.id!r}: "
+                "resume it with the suite it ran"
+            )
+        # The run keeps the selection and trial counts it started with.
+        config = run.config
+        self.trials = config.get("trials")
+        self.timeout = config.get("timeout")
+        self.task_ids = tuple(config.get("task_ids") or ())
+        self.tags = tuple(config.get("tags") or ())
+        planned = self.plan(suite)
+        missing = [p.id for p in stored_plans if p.id not in {q.task.id for q in planned}]
+        if missing:
+            raise SuiteError(
+                f"run {run_id!r} has tasks the suite no longer has: {', '.join(missing)}"
+            )
+        planned = [q for q in planned if q.task.id in {p.id for p in stored_plans}]
+        harness = self._harness(suite, planned)
+        done = await anyio.to_thread.run_sync(stored_verdicts, store, run_id)
+        todo = [
+            (p, i)
+            for p in planned
+            for i in range(p.trials)
+            if (p.task.id, i) not in done or (retry_errors and done[p.task.id, i] is Verdict.ERROR)
+        ]
+        run.status = "running"
+        run.finished_at = None
+        run.config["resumed"] = int(config.get("resumed") or 0) + 1
+        run.config.pop("stop_reason", None)
+        await anyio.to_thread.run_sync(store.finish_run, run)
+        await self._execute(suite, harness, run, suite_info, todo, {})
+        return await anyio.to_thread.run_sync(store.load_report, run.id)
+
+    async def _execute(
+        self,
+        suite: Suite,
+        harness: Harness,
+        run: RunInfo,
+        suite_info: SuiteInfo,
+        todo: list[tuple[PlannedTask, int]],
+        results: dict[str, list[TrialResult]],
+    ) -> None:
+        """Run the `todo` trials on bounded workers, store and export each, and close the run.
+
+        `results` collects what a report needs of each trial, for tasks it has a list for.
+        """
+        threads = anyio.to_thread.current_default_thread_limiter()
+        threads.total_tokens = max(threads.total_tokens, self.concurrency)
+        environment = suite.environment or NO_ENVIRONMENT
+        self.last_run = run
+        self.finished = 0
+        for exporter in self.exporters:
+            exporter.on_run_start(run, suite_info)
         writer = TrialWriter(self.store)
-        total = sum(p.trials for p in planned)
+        total = len(todo)
         if self.progress is not None:
             self.progress.start(total)
-        trial_runner = _TrialRunner(
+        trial_runner = TrialRunner(
             run.id, suite, harness, environment, lambda task: self._model_for(harness, suite, task)
         )
         budget = _Budget(self.max_cost)
 
-        async def worker(queue: Iterator[tuple[_PlannedTask, int]]) -> None:
+        async def worker(queue: Iterator[tuple[PlannedTask, int]]) -> None:
             for item, index in queue:
                 if budget.spent_out():
                     return
                 trial = await trial_runner.run(item, index)
                 budget.add(trial)
-                results[item.task.id].append(TrialResult.from_trial(trial))
+                if item.task.id in results:
+                    results[item.task.id].append(TrialResult.from_trial(trial))
                 await writer.put(trial)
+                for exporter in self.exporters:
+                    exporter.on_trial(trial)
                 self.finished += 1
                 if self.progress is not None:
                     self.progress.advance(trial)
 
-        queue = iter([(p, i) for p in planned for i in range(p.trials)])
+        queue = iter(todo)
         try:
             with use_settings(self.settings):
                 async with anyio.create_task_group() as tg:
@@ -280,295 +339,8 @@ class Runner:
                 await harness.aclose()
             if self.settings.cassette is not None:
                 self.settings.cassette.write_manifest()
-        return build_report(run, suite_info, plans, results)
-
-
-class _TrialRunner:
-    """Runs one trial through setup, the agent's turns, capture and grading."""
-
-    def __init__(
-        self,
-        run_id: str,
-        suite: Suite,
-        harness: Harness,
-        env: Environment,
-        model_for: Callable[[Task], str | Model | None],
-    ) -> None:
-        self.run_id = run_id
-        self.suite = suite
-        self.harness = harness
-        self.env = env
-        self.model_for = model_for
-
-    async def run(self, item: _PlannedTask, index: int) -> Trial:
-        task = item.task
-        recorder = TranscriptRecorder(task.id, index)
-        token = activate(recorder)
-        started_at = recorder.transcript.timing.started_at or datetime.now(UTC)
-        clock = time.perf_counter()
-        state = _TrialState()
-        try:
-            with anyio.move_on_after(item.timeout) as scope:
-                await self._steps(item, index, recorder, state)
-            if scope.cancelled_caught:
-                state.status = TrialStatus.TIMEOUT
-                state.error = ErrorInfo(
-                    type="Timeout",
-                    message=f"the trial exceeded its {item.timeout:g} s timeout "
-                    f"(during {state.phase})",
-                    phase=state.phase,
-                )
-        finally:
-            if state.world_ready:
-                await self._teardown(state)
-            deactivate(token)
-        transcript = recorder.transcript
-        transcript.timing.total_s = time.perf_counter() - clock
-        verdict = self._verdict(state)
-        return Trial(
-            run_id=self.run_id,
-            task_id=task.id,
-            index=index,
-            status=state.status,
-            verdict=verdict,
-            expect=task.expect,
-            transcript=transcript,
-            outcome=state.outcome,
-            scores=state.scores,
-            error=state.error,
-            usage=transcript.usage,
-            grader_usage=transcript.grader_usage,
-            cost_usd=_cost(transcript.model_calls),
-            grader_cost_usd=_grader_cost(transcript.model_calls),
-            model=_model_name(self.model_for(task))
-            if isinstance(self.harness, ChatHarness)
-            else None,
-            started_at=started_at,
-            duration_s=transcript.timing.total_s,
-        )
-
-    async def _steps(
-        self, item: _PlannedTask, index: int, recorder: TranscriptRecorder, state: _TrialState
-    ) -> None:
-        task = item.task
-        timing = recorder.transcript.timing
-        mark = time.perf_counter()
-        state.phase = "setup"
-        try:
-            state.world = await self.env.setup(task, index)
-            state.world_ready = True
-        except Exception as exc:
-            state.fail_with(exc, "setup")
-            return
-        timing.setup_s = time.perf_counter() - mark
-
-        mark = time.perf_counter()
-        state.phase = "agent"
-        ctx = TrialContext(
-            task=task,
-            trial_index=index,
-            world=state.world,
-            run_id=self.run_id,
-            model=self.model_for(task),
-            config=self.suite.config,
-            system=self.suite.system,
-        )
-        agent_error = await self._converse(ctx, recorder, state.outcome)
-        timing.agent_s = time.perf_counter() - mark
-        if agent_error is not None:
-            if task.expect == "failure":
-                state.outcome.failed = True
-                state.outcome.failure = f"{type(agent_error).__name__}: {agent_error}"
-            else:
-                state.fail_with(agent_error, "agent")
-                return
-
-        mark = time.perf_counter()
-        state.phase = "capture"
-        try:
-            await self.env.capture(state.world, state.outcome)
-        except Exception as exc:
-            state.fail_with(exc, "capture")
-            return
-        timing.capture_s = time.perf_counter() - mark
-
-        mark = time.perf_counter()
-        state.phase = "grading"
-        grade_ctx = GradeContext(
-            task=task,
-            trial_index=index,
-            transcript=recorder.transcript,
-            outcome=state.outcome,
-            world=state.world,
-        )
-        with calls_as("grader"):
-            state.scores = await _grade(item.graders, grade_ctx, expect=task.expect)
-        timing.grading_s = time.perf_counter() - mark
-        state.phase = "done"
-
-    async def _converse(
-        self, ctx: TrialContext, recorder: TranscriptRecorder, outcome: Outcome
-    ) -> Exception | None:
-        """Send each user turn; returns the exception the agent raised, if it raised."""
-        session = None
-        try:
-            session = await self.harness.session(ctx)
-            for number, turn in enumerate(ctx.task.turns):
-                recorder.turn = number
-                start = recorder.elapsed()
-                if isinstance(turn, str):
-                    recorder.add_message(Message(role="user", content=turn))
-                else:
-                    for message in turn:
-                        recorder.add_message(message)
-                reply = await session.send(turn)
-                _record_reply(recorder, reply, number, turn, start)
-                outcome.output = reply.output
-                outcome.state.update(reply.state)
-                if reply.is_error:
-                    outcome.failed = True
-                    outcome.failure = reply.error or reply.output or "the agent reported failure"
-                    break
-        except Exception as exc:
-            return exc
-        finally:
-            if session is not None:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await session.close()
-                    except Exception as exc:  # a failing close must not hide the trial's result
-                        recorder.transcript.messages.append(
-                            Message(role="system", content=f"session.close() raised {exc!r}")
-                        )
-        return None
-
-    async def _teardown(self, state: _TrialState) -> None:
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.env.teardown(state.world)
-            except Exception as exc:
-                if state.error is None:
-                    state.status = TrialStatus.ERROR
-                    state.error = ErrorInfo.from_exception(exc, phase="teardown")
-
-    @staticmethod
-    def _verdict(state: _TrialState) -> Verdict:
-        if state.status is not TrialStatus.COMPLETED:
-            return Verdict.ERROR
-        return combine_verdicts([s.verdict for s in state.scores])
-
-
-class _TrialState:
-    __slots__ = ("error", "outcome", "phase", "scores", "status", "world", "world_ready")
-
-    def __init__(self) -> None:
-        self.status = TrialStatus.COMPLETED
-        self.error: ErrorInfo | None = None
-        self.outcome = Outcome()
-        self.scores: list[Score] = []
-        self.world: Any = None
-        self.world_ready = False
-        self.phase = "setup"
-
-    def fail_with(self, exc: BaseException, phase: str) -> None:
-        self.status = TrialStatus.ERROR
-        self.error = ErrorInfo.from_exception(exc, phase=phase)
-
-
-def _record_reply(
-    recorder: TranscriptRecorder,
-    reply: Reply,
-    number: int,
-    turn: str | list[Message],
-    start: float,
-) -> None:
-    for message in reply.messages:
-        recorder.add_message(message)
-    last = reply.messages[-1] if reply.messages else None
-    if reply.output is not None and not (
-        last is not None and last.role == "assistant" and last.content == reply.output
-    ):
-        recorder.add_message(Message(role="assistant", content=reply.output))
-    for call in reply.tool_calls:
-        recorder.add_tool_call(call)
-    for thought in reply.reasoning:
-        recorder.add_reasoning(thought)
-    if reply.usage is not None:
-        recorder.add_usage(reply.usage)
-    recorder.transcript.turns.append(
-        Turn(
-            index=number,
-            input=turn,
-            output=reply.output,
-            is_error=reply.is_error,
-            started_at=start,
-            duration_s=recorder.elapsed() - start,
-        )
-    )
-
-
-_COMPLETED = "agent_completed"
-
-
-async def _grade(graders: list[Grader], ctx: GradeContext, *, expect: str) -> list[Score]:
-    """Run the graders (inline when quick, concurrently otherwise), in their listed order.
-
-    For a task expected to succeed, an agent that reported failure gets a failing
-    `agent_completed` check, and a task with no graders gets a passing one, so a verdict
-    always says what it rests on.
-    """
-    implicit: list[Score] = []
-    if expect == "success" and ctx.outcome.failed:
-        implicit.append(
-            Score.from_bool(
-                False,
-                name=_COMPLETED,
-                rationale=f"the agent reported failure: {ctx.outcome.failure}",
-            )
-        )
-    elif expect == "success" and not graders:
-        implicit.append(Score.from_bool(True, name=_COMPLETED))
-    scores: list[Score | None] = [None] * len(graders)
-    deferred: list[int] = []
-    for i, g in enumerate(graders):
-        if g.blocking or _is_async_grader(g):
-            deferred.append(i)
-        else:
-            scores[i] = await run_grader(g, ctx)
-    if deferred:
-
-        async def one(i: int) -> None:
-            scores[i] = await run_grader(graders[i], ctx)
-
-        async with anyio.create_task_group() as tg:
-            for i in deferred:
-                tg.start_soon(one, i)
-    return implicit + [s for s in scores if s is not None]
-
-
-def _is_async_grader(g: Grader) -> bool:
-    return inspect.iscoroutinefunction(g.grade) or getattr(g, "is_async", False) is True
-
-
-def _cost(calls: Sequence[Any]) -> float | None:
-    if not calls:
-        return None
-    total = 0.0
-    for call in calls:
-        if call.cost_usd is None:
-            return None
-        total += call.cost_usd
-    return total
-
-
-def _grader_cost(calls: Sequence[Any]) -> float | None:
-    """Graders that called no model cost nothing; otherwise the sum, `None` if any is unknown."""
-    graded = [c for c in calls if c.role == "grader"]
-    return _cost(graded) if graded else 0.0
-
-
-def _model_name(model: str | Model | None) -> str | None:
-    return model.id if isinstance(model, Model) else model
+            for exporter in self.exporters:
+                exporter.on_run_end(run)
 
 
 class _Budget:
@@ -588,7 +360,12 @@ class _Budget:
         return self.limit is not None and self.spent >= self.limit
 
 
-def run_sync(suite: Suite, **options: Any) -> Report:
-    """Run `suite` and return its report; `options` are those of `Runner`."""
+def run_sync(
+    suite: Suite, *, resume: str | None = None, retry_errors: bool = False, **options: Any
+) -> Report:
+    """Run `suite` and return its report; `options` are those of `Runner`.
+
+    `resume` finishes a stored run (give `store=` too); see `Runner.run`.
+    """
     runner = Runner(**options)
-    return anyio.run(runner.run, suite)
+    return anyio.run(functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,15 @@ def _error_allowance(text: str) -> float:
 )
 @store_option
 @click.option(
+    "--resume",
+    "resume_ref",
+    metavar="RUN",
+    help="Finish a stored run of this suite: run only its missing trials, then report it whole.",
+)
+@click.option(
+    "--retry-errors", is_flag=True, help="With --resume: run again the trials that errored."
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False),
@@ -151,6 +161,8 @@ def run_command(
     cache_mode: str | None,
     max_cost: float | None,
     store_url: str | None,
+    resume_ref: str | None,
+    retry_errors: bool,
     json_path: str | None,
     markdown_path: str | None,
     junit_path: str | None,
@@ -195,9 +207,15 @@ def run_command(
         cassette=cassette,
         max_cost=max_cost,
     )
-    runner.plan(suite)  # a bad selection is exit 2 before anything is stored
+    if retry_errors and resume_ref is None:
+        fail("--retry-errors needs --resume RUN")
+    resume = store.resolve_run(resume_ref) if resume_ref is not None else None
+    if resume is None:
+        runner.plan(suite)  # a bad selection is exit 2 before anything is stored
     try:
-        report = anyio.run(runner.run, suite)
+        report = anyio.run(
+            functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors)
+        )
     except KeyboardInterrupt:
         run = runner.last_run
         stored = f"; {runner.finished} finished trials are stored in run {run.id}" if run else ""

@@ -1,0 +1,324 @@
+"""One trial, start to end: setup, the agent's turns, capture, grading (DESIGN §2 steps 1-5).
+
+Everything that goes wrong inside becomes data on the `Trial`; the runner only schedules.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from trialkit._record import ErrorInfo
+from trialkit.environments.base import Environment
+from trialkit.graders.base import GradeContext, Grader, combine_verdicts, run_grader
+from trialkit.harness.base import Harness, Reply, TrialContext
+from trialkit.harness.chat import ChatHarness
+from trialkit.models.base import Model
+from trialkit.models.context import calls_as
+from trialkit.outcome import Outcome
+from trialkit.score import Score, Verdict
+from trialkit.task import Suite, Task
+from trialkit.transcript import Message, TranscriptRecorder, Turn, activate, deactivate
+from trialkit.trial import Trial, TrialStatus
+
+
+@dataclass
+class PlannedTask:
+    task: Task
+    graders: list[Grader]
+    trials: int
+    timeout: float
+
+
+class TrialRunner:
+    """Runs one trial through setup, the agent's turns, capture and grading."""
+
+    def __init__(
+        self,
+        run_id: str,
+        suite: Suite,
+        harness: Harness,
+        env: Environment,
+        model_for: Callable[[Task], str | Model | None],
+    ) -> None:
+        self.run_id = run_id
+        self.suite = suite
+        self.harness = harness
+        self.env = env
+        self.model_for = model_for
+
+    async def run(self, item: PlannedTask, index: int) -> Trial:
+        task = item.task
+        recorder = TranscriptRecorder(task.id, index)
+        token = activate(recorder)
+        started_at = recorder.transcript.timing.started_at or datetime.now(UTC)
+        clock = time.perf_counter()
+        state = _TrialState()
+        try:
+            with anyio.move_on_after(item.timeout) as scope:
+                await self._steps(item, index, recorder, state)
+            if scope.cancelled_caught:
+                state.status = TrialStatus.TIMEOUT
+                state.error = ErrorInfo(
+                    type="Timeout",
+                    message=f"the trial exceeded its {item.timeout:g} s timeout "
+                    f"(during {state.phase})",
+                    phase=state.phase,
+                )
+        finally:
+            if state.world_ready:
+                await self._teardown(state)
+            deactivate(token)
+        transcript = recorder.transcript
+        transcript.timing.total_s = time.perf_counter() - clock
+        verdict = self._verdict(state)
+        return Trial(
+            run_id=self.run_id,
+            task_id=task.id,
+            index=index,
+            status=state.status,
+            verdict=verdict,
+            expect=task.expect,
+            transcript=transcript,
+            outcome=state.outcome,
+            scores=state.scores,
+            error=state.error,
+            usage=transcript.usage,
+            grader_usage=transcript.grader_usage,
+            cost_usd=_cost(transcript.model_calls),
+            grader_cost_usd=_grader_cost(transcript.model_calls),
+            model=model_name(self.model_for(task))
+            if isinstance(self.harness, ChatHarness)
+            else None,
+            started_at=started_at,
+            duration_s=transcript.timing.total_s,
+        )
+
+    async def _steps(
+        self, item: PlannedTask, index: int, recorder: TranscriptRecorder, state: _TrialState
+    ) -> None:
+        task = item.task
+        timing = recorder.transcript.timing
+        mark = time.perf_counter()
+        state.phase = "setup"
+        try:
+            state.world = await self.env.setup(task, index)
+            state.world_ready = True
+        except Exception as exc:
+            state.fail_with(exc, "setup")
+            return
+        timing.setup_s = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        state.phase = "agent"
+        ctx = TrialContext(
+            task=task,
+            trial_index=index,
+            world=state.world,
+            run_id=self.run_id,
+            model=self.model_for(task),
+            config=self.suite.config,
+            system=self.suite.system,
+        )
+        agent_error = await self._converse(ctx, recorder, state.outcome)
+        timing.agent_s = time.perf_counter() - mark
+        if agent_error is not None:
+            if task.expect == "failure":
+                state.outcome.failed = True
+                state.outcome.failure = f"{type(agent_error).__name__}: {agent_error}"
+            else:
+                state.fail_with(agent_error, "agent")
+                return
+
+        mark = time.perf_counter()
+        state.phase = "capture"
+        try:
+            await self.env.capture(state.world, state.outcome)
+        except Exception as exc:
+            state.fail_with(exc, "capture")
+            return
+        timing.capture_s = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        state.phase = "grading"
+        grade_ctx = GradeContext(
+            task=task,
+            trial_index=index,
+            transcript=recorder.transcript,
+            outcome=state.outcome,
+            world=state.world,
+        )
+        with calls_as("grader"):
+            state.scores = await _grade(item.graders, grade_ctx, expect=task.expect)
+        timing.grading_s = time.perf_counter() - mark
+        state.phase = "done"
+
+    async def _converse(
+        self, ctx: TrialContext, recorder: TranscriptRecorder, outcome: Outcome
+    ) -> Exception | None:
+        """Send each user turn; returns the exception the agent raised, if it raised."""
+        session = None
+        try:
+            session = await self.harness.session(ctx)
+            for number, turn in enumerate(ctx.task.turns):
+                recorder.turn = number
+                start = recorder.elapsed()
+                if isinstance(turn, str):
+                    recorder.add_message(Message(role="user", content=turn))
+                else:
+                    for message in turn:
+                        recorder.add_message(message)
+                reply = await session.send(turn)
+                _record_reply(recorder, reply, number, turn, start)
+                outcome.output = reply.output
+                outcome.state.update(reply.state)
+                if reply.is_error:
+                    outcome.failed = True
+                    outcome.failure = reply.error or reply.output or "the agent reported failure"
+                    break
+        except Exception as exc:
+            return exc
+        finally:
+            if session is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await session.close()
+                    except Exception as exc:  # a failing close must not hide the trial's result
+                        recorder.transcript.messages.append(
+                            Message(role="system", content=f"session.close() raised {exc!r}")
+                        )
+        return None
+
+    async def _teardown(self, state: _TrialState) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.env.teardown(state.world)
+            except Exception as exc:
+                if state.error is None:
+                    state.status = TrialStatus.ERROR
+                    state.error = ErrorInfo.from_exception(exc, phase="teardown")
+
+    @staticmethod
+    def _verdict(state: _TrialState) -> Verdict:
+        if state.status is not TrialStatus.COMPLETED:
+            return Verdict.ERROR
+        return combine_verdicts([s.verdict for s in state.scores])
+
+
+class _TrialState:
+    __slots__ = ("error", "outcome", "phase", "scores", "status", "world", "world_ready")
+
+    def __init__(self) -> None:
+        self.status = TrialStatus.COMPLETED
+        self.error: ErrorInfo | None = None
+        self.outcome = Outcome()
+        self.scores: list[Score] = []
+        self.world: Any = None
+        self.world_ready = False
+        self.phase = "setup"
+
+    def fail_with(self, exc: BaseException, phase: str) -> None:
+        self.status = TrialStatus.ERROR
+        self.error = ErrorInfo.from_exception(exc, phase=phase)
+
+
+def _record_reply(
+    recorder: TranscriptRecorder,
+    reply: Reply,
+    number: int,
+    turn: str | list[Message],
+    start: float,
+) -> None:
+    for message in reply.messages:
+        recorder.add_message(message)
+    last = reply.messages[-1] if reply.messages else None
+    if reply.output is not None and not (
+        last is not None and last.role == "assistant" and last.content == reply.output
+    ):
+        recorder.add_message(Message(role="assistant", content=reply.output))
+    for call in reply.tool_calls:
+        recorder.add_tool_call(call)
+    for thought in reply.reasoning:
+        recorder.add_reasoning(thought)
+    if reply.usage is not None:
+        recorder.add_usage(reply.usage)
+    recorder.transcript.turns.append(
+        Turn(
+            index=number,
+            input=turn,
+            output=reply.output,
+            is_error=reply.is_error,
+            started_at=start,
+            duration_s=recorder.elapsed() - start,
+        )
+    )
+
+
+_COMPLETED = "agent_completed"
+
+
+async def _grade(graders: list[Grader], ctx: GradeContext, *, expect: str) -> list[Score]:
+    """Run the graders (inline when quick, concurrently otherwise), in their listed order.
+
+    For a task expected to succeed, an agent that reported failure gets a failing
+    `agent_completed` check, and a task with no graders gets a passing one, so a verdict
+    always says what it rests on.
+    """
+    implicit: list[Score] = []
+    if expect == "success" and ctx.outcome.failed:
+        implicit.append(
+            Score.from_bool(
+                False,
+                name=_COMPLETED,
+                rationale=f"the agent reported failure: {ctx.outcome.failure}",
+            )
+        )
+    elif expect == "success" and not graders:
+        implicit.append(Score.from_bool(True, name=_COMPLETED))
+    scores: list[Score | None] = [None] * len(graders)
+    deferred: list[int] = []
+    for i, g in enumerate(graders):
+        if g.blocking or _is_async_grader(g):
+            deferred.append(i)
+        else:
+            scores[i] = await run_grader(g, ctx)
+    if deferred:
+
+        async def one(i: int) -> None:
+            scores[i] = await run_grader(graders[i], ctx)
+
+        async with anyio.create_task_group() as tg:
+            for i in deferred:
+                tg.start_soon(one, i)
+    return implicit + [s for s in scores if s is not None]
+
+
+def _is_async_grader(g: Grader) -> bool:
+    return inspect.iscoroutinefunction(g.grade) or getattr(g, "is_async", False) is True
+
+
+def _cost(calls: Sequence[Any]) -> float | None:
+    if not calls:
+        return None
+    total = 0.0
+    for call in calls:
+        if call.cost_usd is None:
+            return None
+        total += call.cost_usd
+    return total
+
+
+def _grader_cost(calls: Sequence[Any]) -> float | None:
+    """Graders that called no model cost nothing; otherwise the sum, `None` if any is unknown."""
+    graded = [c for c in calls if c.role == "grader"]
+    return _cost(graded) if graded else 0.0
+
+
+def model_name(model: str | Model | None) -> str | None:
+    return model.id if isinstance(model, Model) else model
