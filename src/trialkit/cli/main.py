@@ -8,6 +8,7 @@ from trialkit._version import __version__
 from trialkit.cli.cache import cache_command
 from trialkit.cli.report import report_command
 from trialkit.cli.run import run_command
+from trialkit.cli.transcripts import transcripts_command
 from trialkit.cli.runs import runs_command
 
 
@@ -21,6 +22,7 @@ cli.add_command(run_command)
 cli.add_command(runs_command)
 cli.add_command(report_command)
 cli.add_command(cache_command)
+cli.add_command(transcripts_command)
 
 
 def main() -> None:
