@@ -112,6 +112,8 @@ class Runner:
         )
         self.max_cost = max_cost
         self.exporters = list(exporters)
+        self.export_errors: list[str] = []
+        """Exporter hooks that raised, one line each: an exporter never stops a run."""
         self.last_run: RunInfo | None = None
         """The run being (or last) run, so a caller can name it after an interruption."""
         self.finished = 0
@@ -172,6 +174,13 @@ class Runner:
             return harness.model
         own = task.model if task is not None else None
         return own or suite.model or self.model
+
+    def _export(self, hook: str, *args: Any) -> None:
+        for exporter in self.exporters:
+            try:
+                getattr(exporter, hook)(*args)
+            except Exception as exc:
+                self.export_errors.append(f"{type(exporter).__name__}.{hook}: {exc}")
 
     def _replaying(self) -> bool:
         cassette = self.settings.cassette
@@ -283,8 +292,7 @@ class Runner:
         environment = suite.environment or NO_ENVIRONMENT
         self.last_run = run
         self.finished = 0
-        for exporter in self.exporters:
-            exporter.on_run_start(run, suite_info)
+        self._export("on_run_start", run, suite_info)
         writer = TrialWriter(self.store)
         total = len(todo)
         if self.progress is not None:
@@ -303,8 +311,7 @@ class Runner:
                 if item.task.id in results:
                     results[item.task.id].append(TrialResult.from_trial(trial))
                 await writer.put(trial)
-                for exporter in self.exporters:
-                    exporter.on_trial(trial)
+                self._export("on_trial", trial)
                 self.finished += 1
                 if self.progress is not None:
                     self.progress.advance(trial)
@@ -339,8 +346,7 @@ class Runner:
                 await harness.aclose()
             if self.settings.cassette is not None:
                 self.settings.cassette.write_manifest()
-            for exporter in self.exporters:
-                exporter.on_run_end(run)
+            self._export("on_run_end", run)
 
 
 class _Budget:

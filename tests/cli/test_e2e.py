@@ -273,3 +273,35 @@ def test_ctrl_c_stores_what_finished_and_exits_130(work: Path) -> None:
     kept = rows(work, f"select count(*) from trials where run_id = '{run_id}'")[0][0]
     assert isinstance(kept, int) and stored <= kept < 40
     assert f"{kept} finished trials are stored in run {run_id}" in err
+
+
+def test_trace_jsonl_streams_every_trial(work: Path) -> None:
+    out = trialkit(work, "run", "suites.py:good", "-q", "--trace-jsonl", "trace.jsonl")
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in (work / "trace.jsonl").read_text().splitlines()]
+    assert [line["type"] for line in lines] == [
+        "run",
+        "trial",
+        "trial",
+        "trial",
+        "trial",
+        "run_end",
+    ]
+    trial = lines[1]
+    assert trial["task_id"] in {"a", "b"} and trial["verdict"] == "pass"
+    messages = [e for e in trial["events"] if e["type"] == "message"]
+    assert messages and all("content" not in m for m in messages)  # only with --include-content
+    out = trialkit(
+        work, "run", "suites.py:good", "-q", "--trace-jsonl", "full.jsonl", "--include-content"
+    )
+    full = [json.loads(line) for line in (work / "full.jsonl").read_text().splitlines()]
+    assert any(e.get("content") == "yes" for e in full[1]["events"] if e["type"] == "message")
+    assert trialkit(work, "run", "suites.py:good", "--include-content").returncode == 2
+
+
+def test_export_a_stored_run_to_jsonl(work: Path) -> None:
+    trialkit(work, "run", "suites.py:good", "-q", "--name", "exported")
+    out = trialkit(work, "export", "exported", "--to", "jsonl", "-o", "out.jsonl")
+    assert out.returncode == 0, out.stderr
+    types = [json.loads(line)["type"] for line in (work / "out.jsonl").read_text().splitlines()]
+    assert types.count("trial") == 4

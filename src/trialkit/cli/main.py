@@ -6,6 +6,7 @@ import click
 
 from trialkit._version import __version__
 from trialkit.cli.cache import cache_command
+from trialkit.cli.export import export_command
 from trialkit.cli.report import report_command
 from trialkit.cli.run import run_command
 from trialkit.cli.transcripts import transcripts_command
@@ -23,6 +24,7 @@ cli.add_command(runs_command)
 cli.add_command(report_command)
 cli.add_command(cache_command)
 cli.add_command(transcripts_command)
+cli.add_command(export_command)
 
 
 def main() -> None:

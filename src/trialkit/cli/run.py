@@ -132,6 +132,17 @@ def _error_allowance(text: str) -> float:
     help="Write a JUnit XML report here.",
 )
 @click.option(
+    "--trace-jsonl",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write each trial with its events to FILE as JSON Lines as the run goes.",
+)
+@click.option(
+    "--include-content",
+    is_flag=True,
+    help="With --trace-jsonl: include prompts, answers, tool arguments and results.",
+)
+@click.option(
     "--min-pass-rate",
     metavar="X",
     help="Fail the gate (exit 1) when the pass rate is under X (0.8 or 80%).",
@@ -166,6 +177,8 @@ def run_command(
     json_path: str | None,
     markdown_path: str | None,
     junit_path: str | None,
+    trace_jsonl: str | None,
+    include_content: bool,
     min_pass_rate: str | None,
     fail_on_error: str,
     no_progress: bool,
@@ -206,6 +219,7 @@ def run_command(
         judge_model=judge_model,
         cassette=cassette,
         max_cost=max_cost,
+        exporters=_exporters(trace_jsonl, include_content),
     )
     if retry_errors and resume_ref is None:
         fail("--retry-errors needs --resume RUN")
@@ -230,8 +244,20 @@ def run_command(
     _write(markdown_path, report.to_markdown())
     _write(junit_path, report.to_junit())
     gate = report.gate(min_pass_rate=min_rate, fail_on_error=allowance)
+    for problem in runner.export_errors:
+        click.echo(f"export failed: {problem}", err=True)
     _print_verdict(report, gate, quiet=quiet)
     sys.exit(gate.exit_code)
+
+
+def _exporters(trace_jsonl: str | None, include_content: bool) -> list[Any]:
+    if include_content and trace_jsonl is None:
+        fail("--include-content goes with --trace-jsonl FILE")
+    if trace_jsonl is None:
+        return []
+    from trialkit.exporters import JsonlExporter
+
+    return [JsonlExporter(trace_jsonl, include_content=include_content)]
 
 
 def _cassette(cache_dir: str | None, cache_mode: str | None) -> Any:
