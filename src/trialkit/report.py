@@ -5,7 +5,9 @@ The JSON form of `Report` is a documented, versioned format (see docs/file-forma
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field
@@ -19,6 +21,10 @@ from trialkit.trial import Trial, TrialStatus
 
 REPORT_SCHEMA_VERSION = 1
 OUTPUT_PREVIEW_CHARS = 4000
+MAX_RESULTS_PER_TASK = 100
+"""A task lists every trial up to this many; past it, its first this-many non-passing ones."""
+DENSE_KS = 100
+"""pass@k and pass^k are reported for every k up to this, then only for the largest k."""
 
 
 class RunInfo(Record):
@@ -117,6 +123,9 @@ class TaskReport(Record):
     grader_cost_usd: float | None = None
     """The graders' part of `cost_usd`; `None` if any trial's is unknown."""
     results: list[TrialResult] = Field(default_factory=list)
+    """Every trial by number; past 100 trials, the first 100 non-passing ones."""
+    results_omitted: int = 0
+    """Trials of this task not listed in `results`."""
 
     @property
     def decided(self) -> int:
@@ -227,64 +236,159 @@ def task_verdict(kind: SuiteKind, verdicts: Sequence[Verdict]) -> Verdict:
     return Verdict.PASS
 
 
-def build_task_report(plan: TaskPlan, results: Sequence[TrialResult]) -> TaskReport:
-    results = sorted(results, key=lambda r: r.trial)
-    verdicts = [r.verdict for r in results]
-    passed = verdicts.count(Verdict.PASS)
-    failed = verdicts.count(Verdict.FAIL)
-    decided = passed + failed
-    ks = {}
-    hat = {}
-    if decided:
-        ks = {str(k): float(metrics.pass_at_k(decided, passed, k)) for k in range(1, decided + 1)}
-        hat = {str(k): float(metrics.pass_hat_k(decided, passed, k)) for k in range(1, decided + 1)}
+@dataclass(frozen=True)
+class Measures:
+    """Figures of a set of trials that its parts' figures do not add up to: the mean score
+    and latency percentiles. From results (`measures_of`), or from SQL in the store."""
+
+    score_sum: float
+    """`math.fsum` of the score values (correctly rounded, so independent of order)."""
+    score_count: int
+    latency_p50_s: float | None = None
+    latency_p95_s: float | None = None
+
+    @property
+    def mean_score(self) -> float | None:
+        return self.score_sum / self.score_count if self.score_count else None
+
+
+@dataclass(frozen=True)
+class TaskTotals:
+    """A task's trials counted and summed: what its `TaskReport` is built from."""
+
+    passed: int
+    failed: int
+    errors: int
+    unknown: int
+    usage: Usage
+    grader_usage: Usage
+    cost_usd: float | None  # `math.fsum`, `None` if any trial's is unknown
+    grader_cost_usd: float | None
+    measures: Measures
+
+
+def measures_of(results: Sequence[TrialResult]) -> Measures:
     values = [s.value for r in results for s in r.scores if s.value is not None]
     durations = [r.duration_s for r in results]
+    p50, p95 = metrics.percentile(durations, 50), metrics.percentile(durations, 95)
+    return Measures(math.fsum(values), len(values), p50, p95)
+
+
+def totals_of(results: Sequence[TrialResult]) -> TaskTotals:
+    verdicts = [r.verdict for r in results]
+    return TaskTotals(
+        passed=verdicts.count(Verdict.PASS),
+        failed=verdicts.count(Verdict.FAIL),
+        errors=verdicts.count(Verdict.ERROR),
+        unknown=verdicts.count(Verdict.UNKNOWN),
+        usage=sum((r.usage for r in results), Usage()),
+        grader_usage=sum((r.grader_usage for r in results), Usage()),
+        cost_usd=_sum_known([r.cost_usd for r in results]),
+        grader_cost_usd=_sum_known([r.grader_cost_usd for r in results]),
+        measures=measures_of(results),
+    )
+
+
+def listed_results(
+    results: Sequence[TrialResult], max_results: int = MAX_RESULTS_PER_TASK
+) -> list[TrialResult]:
+    """The results a task report lists: all of them, or the first non-passing ones."""
+    ordered = sorted(results, key=lambda r: r.trial)
+    if len(ordered) <= max_results:
+        return ordered
+    return [r for r in ordered if r.verdict is not Verdict.PASS][:max_results]
+
+
+def build_task_report(
+    plan: TaskPlan, results: Sequence[TrialResult], *, max_results: int = MAX_RESULTS_PER_TASK
+) -> TaskReport:
+    return task_report(plan, totals_of(results), listed_results(results, max_results))
+
+
+def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) -> TaskReport:
+    """A task's report from its totals and the results it lists (in trial order)."""
+    passed, failed = totals.passed, totals.failed
+    decided = passed + failed
+    trials = decided + totals.errors + totals.unknown
+    counts = zip(Verdict, (passed, failed, totals.errors, totals.unknown), strict=True)
+    curves = _PassCurves()
     return TaskReport(
         id=plan.id,
         kind=plan.kind,
         expect=plan.expect,
         tags=plan.tags,
-        verdict=task_verdict(plan.kind, verdicts),
-        trials=len(results),
+        verdict=task_verdict(plan.kind, [v for v, n in counts if n]),
+        trials=trials,
         passed=passed,
         failed=failed,
-        errors=verdicts.count(Verdict.ERROR),
-        unknown=verdicts.count(Verdict.UNKNOWN),
+        errors=totals.errors,
+        unknown=totals.unknown,
         pass_rate=metrics.rate(passed, decided),
         pass_rate_ci=metrics.wilson_interval(passed, decided),
-        pass_at_k=ks,
-        pass_hat_k=hat,
+        pass_at_k=curves.table([(decided, passed)], at=True),
+        pass_hat_k=curves.table([(decided, passed)], at=False),
         flaky=0 < passed < decided,
-        mean_score=sum(values) / len(values) if values else None,
-        latency_p50_s=metrics.percentile(durations, 50),
-        latency_p95_s=metrics.percentile(durations, 95),
-        usage=sum((r.usage for r in results), Usage()),
-        grader_usage=sum((r.grader_usage for r in results), Usage()),
-        cost_usd=_sum_known([r.cost_usd for r in results]),
-        grader_cost_usd=_sum_known([r.grader_cost_usd for r in results]),
-        results=list(results),
+        mean_score=totals.measures.mean_score,
+        latency_p50_s=totals.measures.latency_p50_s,
+        latency_p95_s=totals.measures.latency_p95_s,
+        usage=totals.usage,
+        grader_usage=totals.grader_usage,
+        cost_usd=totals.cost_usd,
+        grader_cost_usd=totals.grader_cost_usd,
+        results=results,
+        results_omitted=trials - len(results),
     )
 
 
-def _sum_known(costs: Iterable[float | None]) -> float | None:
-    """The total cost, or `None` if any part is unknown: an unknown cost is never zero."""
-    total = 0.0
-    for cost in costs:
-        if cost is None:
-            return None
-        total += cost
-    return total
+def reported_ks(n: int) -> list[int]:
+    """The ks reported for n decided trials: 1 to `DENSE_KS`, then only n itself."""
+    ks = list(range(1, min(n, DENSE_KS) + 1))
+    return [*ks, n] if n > DENSE_KS else ks
 
 
-def build_summary(tasks: Sequence[TaskReport], *, duration_s: float | None = None) -> Summary:
+class _PassCurves:
+    """`metrics.mean_pass_at_k` and `mean_pass_hat_k`, to the same floats, fast for thousands of
+    trials: int / int is correctly rounded, as float(Fraction) is, without a gcd of huge ints."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, int, int, bool], float] = {}
+
+    def table(self, counts: Sequence[tuple[int, int]], *, at: bool) -> dict[str, float]:
+        """{k: mean over tasks}, for the ks `reported_ks` gives the task with fewest trials."""
+        decided = [(n, c) for n, c in counts if n > 0]
+        if not decided:
+            return {}
+        return {
+            str(k): math.fsum(self._value(n, c, k, at) for n, c in decided) / len(decided)
+            for k in reported_ks(min(n for n, _ in decided))
+        }
+
+    def _value(self, n: int, c: int, k: int, at: bool) -> float:
+        key = (n, c, k, at)
+        if key not in self._seen:
+            total = math.comb(n, k)  # math.comb is 0 for k > n: pass@k is then exactly 1
+            part = total - math.comb(n - c, k) if at else math.comb(c, k)
+            self._seen[key] = part / total
+        return self._seen[key]
+
+
+def _sum_known(costs: Sequence[float | None]) -> float | None:
+    """The total cost (correctly rounded), or `None` if any part is unknown: an unknown cost
+    is never zero."""
+    return None if None in costs else math.fsum(c for c in costs if c is not None)
+
+
+def build_summary(
+    tasks: Sequence[TaskReport], measures: Measures, *, duration_s: float | None = None
+) -> Summary:
+    """The suite's figures: counts, tokens and costs added up from `tasks`, the mean score and
+    latencies from `measures` of all their trials (tasks may not list every trial)."""
     counts = [(t.decided, t.passed) for t in tasks if t.decided > 0]
     excluded = [t.id for t in tasks if t.decided == 0]
     passed = sum(t.passed for t in tasks)
     failed = sum(t.failed for t in tasks)
-    durations = [r.duration_s for t in tasks for r in t.results]
-    values = [s.value for t in tasks for r in t.results for s in r.scores if s.value is not None]
-    flaky_groups = [[True] * t.passed + [False] * t.failed for t in tasks]
+    curves = _PassCurves()
+    eligible = [t for t in tasks if t.decided >= 2]  # one trial cannot disagree with itself
     return Summary(
         tasks=len(tasks),
         trials=sum(t.trials for t in tasks),
@@ -294,18 +398,18 @@ def build_summary(tasks: Sequence[TaskReport], *, duration_s: float | None = Non
         unknown_tasks=sum(t.verdict is Verdict.UNKNOWN for t in tasks),
         pass_rate=metrics.rate(passed, passed + failed),
         pass_rate_ci=metrics.wilson_interval(passed, passed + failed),
-        pass_at_k={str(k): v for k, v in metrics.pass_at_k_table(counts).items()},
-        pass_hat_k={str(k): v for k, v in metrics.pass_hat_k_table(counts).items()},
+        pass_at_k=curves.table(counts, at=True),
+        pass_hat_k=curves.table(counts, at=False),
         pass_k_excluded=excluded,
-        flakiness_rate=metrics.flakiness_rate(flaky_groups),
+        flakiness_rate=sum(t.flaky for t in eligible) / len(eligible) if eligible else None,
         flaky_tasks=sum(t.flaky for t in tasks),
         passed=passed,
         failed=failed,
         errors=sum(t.errors for t in tasks),
         unknown=sum(t.unknown for t in tasks),
-        mean_score=sum(values) / len(values) if values else None,
-        latency_p50_s=metrics.percentile(durations, 50),
-        latency_p95_s=metrics.percentile(durations, 95),
+        mean_score=measures.mean_score,
+        latency_p50_s=measures.latency_p50_s,
+        latency_p95_s=measures.latency_p95_s,
         usage=sum((t.usage for t in tasks), Usage()),
         grader_usage=sum((t.grader_usage for t in tasks), Usage()),
         cost_usd=_sum_known([t.cost_usd for t in tasks]),
@@ -319,15 +423,24 @@ def build_report(
     suite: SuiteInfo,
     plans: Sequence[TaskPlan],
     results: dict[str, list[TrialResult]],
+    *,
+    max_results: int = MAX_RESULTS_PER_TASK,
 ) -> Report:
     """Aggregate trial results into a report; tasks keep the order of `plans`."""
-    tasks = [build_task_report(plan, results.get(plan.id, [])) for plan in plans]
+    tasks = [build_task_report(p, results.get(p.id, []), max_results=max_results) for p in plans]
+    every = [r for p in plans for r in results.get(p.id, [])]
+    return assemble_report(run, suite, tasks, measures_of(every))
+
+
+def assemble_report(
+    run: RunInfo, suite: SuiteInfo, tasks: list[TaskReport], measures: Measures
+) -> Report:
+    """The report of `tasks` (in order), with the run-wide `measures` of all their trials."""
     duration = None
     if run.finished_at is not None:
         duration = (run.finished_at - run.started_at).total_seconds()
-    return Report(
-        run=run, suite=suite, summary=build_summary(tasks, duration_s=duration), tasks=tasks
-    )
+    summary = build_summary(tasks, measures, duration_s=duration)
+    return Report(run=run, suite=suite, summary=summary, tasks=tasks)
 
 
 class Gate(Record):

@@ -116,8 +116,8 @@ def test_a_failing_migration_leaves_nothing_behind(db_url: str) -> None:
         engine.dispose()
 
 
-def test_sqlite_connections_use_wal_and_wait_for_other_writers(store: Store) -> None:
-    with store._engine.connect() as conn:
+def test_sqlite_connections_use_wal_and_wait_for_other_writers(sqlite_db_url: str) -> None:
+    with Store(sqlite_db_url) as store, store._engine.connect() as conn:
         pragma = {
             name: conn.exec_driver_sql(f"PRAGMA {name}").scalar()
             for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")

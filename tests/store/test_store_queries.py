@@ -8,6 +8,7 @@ import pytest
 
 from trialkit.score import Verdict
 from trialkit.store import AmbiguousRun, RunNotFound, RunSummary, Store
+from trialkit.store.urls import mask_url
 
 from ._samples import T0, Sample, make_sample, make_trial
 
@@ -137,6 +138,6 @@ def test_an_unknown_ref_is_run_not_found_with_a_hint(store: Store, db_url: str) 
     message = str(caught.value)
     assert "no run matches 'zzz'" in message
     assert "trialkit runs" in message
-    assert db_url in message
+    assert mask_url(db_url) in message
     with pytest.raises(RunNotFound, match="no run given"):
         store.resolve_run("")

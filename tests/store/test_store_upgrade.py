@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from sqlalchemy import Connection, MetaData, insert, inspect, select
+from sqlalchemy import Connection, MetaData, Table, create_engine, insert, inspect, select
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect
@@ -15,11 +15,15 @@ from trialkit.store import Store
 from trialkit.store import rows as store_rows
 from trialkit.store.engine import create_store_engine
 from trialkit.store.migrations import (
+    MIGRATIONS,
+    Migration,
     applied_migrations,
     m001_initial,
     m002_grader_usage,
+    m004_packed_payloads,
     migrate,
 )
+from trialkit.store.schema import TOKEN_COLUMNS
 from trialkit.store.schema import trials as trials_table
 from trialkit.transcript import Usage
 from trialkit.trial import Trial
@@ -27,18 +31,31 @@ from trialkit.trial import Trial
 from ._samples import Sample, make_sample, make_trial
 
 NEW_COLUMNS = ("grader_usage", "grader_cost_usd")
+ALL_MIGRATIONS = [m.__name__ for m in MIGRATIONS]
 
 
 def _write_first_schema_store(url: str, sample: Sample) -> None:
-    """The store as trialkit wrote it before m002: only m001 applied, rows without the
-    grader columns, inserted into the tables as the database has them."""
+    """The store as the first trialkit wrote it: only m001 applied, and rows as m001 has them
+    (JSON as text, no grader or token columns)."""
+    _write_old_store(url, sample, [m001_initial])
+    engine = create_engine(url)
+    try:
+        columns = {c["name"] for c in inspect(engine).get_columns("trials")}
+        assert not set(NEW_COLUMNS) & columns
+    finally:
+        engine.dispose()
+
+
+def _write_old_store(url: str, sample: Sample, migrations: list[Migration]) -> None:
+    """The store as a trialkit that knew only `migrations` wrote it: rows inserted into the
+    tables as the database has them."""
     engine = create_store_engine(url)
     try:
-        migrate(engine, where=url, migrations=[m001_initial])
+        migrate(engine, where=url, migrations=migrations)
         with engine.begin() as conn:
             tables = MetaData()
             tables.reflect(conn)
-            assert not set(NEW_COLUMNS) & {c.name for c in tables.tables["trials"].columns}
+            trials = tables.tables["trials"]
             conn.execute(
                 insert(tables.tables["runs"]), store_rows.run_row(sample.run, sample.suite)
             )
@@ -46,18 +63,18 @@ def _write_first_schema_store(url: str, sample: Sample) -> None:
                 insert(tables.tables["run_tasks"]),
                 store_rows.task_rows(sample.run.id, sample.plans),
             )
-            conn.execute(insert(tables.tables["trials"]), [_m001_row(t) for t in sample.trials])
+            conn.execute(insert(trials), [_m001_row(t, trials) for t in sample.trials])
             scores = [row for t in sample.trials for row in store_rows.score_rows(t)]
             conn.execute(insert(tables.tables["scores"]), scores)
     finally:
         engine.dispose()
 
 
-def _m001_row(trial: Trial) -> dict[str, Any]:
+def _m001_row(trial: Trial, table: Table) -> dict[str, Any]:
     row = store_rows.trial_row(trial)
-    for column in NEW_COLUMNS:
-        del row[column]
-    return row
+    row["transcript"] = trial.transcript.model_dump_json()
+    row["outcome"] = trial.outcome.model_dump_json(exclude={"output"})
+    return {name: value for name, value in row.items() if name in table.c}
 
 
 def _without_graders(trial: Trial) -> Trial:
@@ -72,11 +89,13 @@ def test_a_store_of_the_first_schema_is_upgraded_and_keeps_its_trials(db_url: st
 
     with Store(db_url) as store:
         with store._engine.connect() as conn:
-            assert applied_migrations(conn) == ["m001_initial", "m002_grader_usage"]
+            assert applied_migrations(conn) == ALL_MIGRATIONS
             columns = [c["name"] for c in inspect(conn).get_columns("trials")]
             assert columns == [c.name for c in trials_table.columns]
             stored = conn.execute(select(*(trials_table.c[c] for c in NEW_COLUMNS))).all()
             assert stored == [(None, None)] * len(old.trials)
+            packed = select(trials_table.c.transcript_packed, trials_table.c.outcome_packed)
+            assert conn.execute(packed).all() == [(None, None)] * len(old.trials)
 
         for trial in old.trials:
             loaded = store.load_trial(trial.run_id, trial.task_id, trial.index)
@@ -111,7 +130,47 @@ def test_a_store_of_the_first_schema_is_upgraded_and_keeps_its_trials(db_url: st
         assert store.load_report("new-run").task("tools").grader_cost_usd == 0.0004
 
     with Store(db_url) as reopened, reopened._engine.connect() as conn:
-        assert applied_migrations(conn) == ["m001_initial", "m002_grader_usage"]
+        assert applied_migrations(conn) == ALL_MIGRATIONS
+
+
+def test_the_upgrade_fills_the_token_columns_from_the_json(db_url: str) -> None:
+    old = make_sample("old-run")
+    tools = next(t for t in old.trials if t.task_id == "tools")
+    _write_old_store(db_url, old, [m001_initial, m002_grader_usage])
+
+    with Store(db_url) as store:
+        with store._engine.connect() as conn:
+            row = conn.execute(
+                select(*(trials_table.c[name] for name in TOKEN_COLUMNS)).where(
+                    trials_table.c.task_id == "tools"
+                )
+            ).one()
+            others = conn.execute(
+                select(*(trials_table.c[name] for name in TOKEN_COLUMNS)).where(
+                    trials_table.c.task_id != "tools"
+                )
+            ).all()
+        assert dict(zip(TOKEN_COLUMNS, row, strict=True)) == store_rows.token_columns(
+            tools.usage, tools.grader_usage
+        )
+        assert row.cache_read_tokens == 100
+        assert row.grader_input_tokens == 9
+        assert others == [(0,) * len(TOKEN_COLUMNS)] * (len(old.trials) - 1)
+        # Computed in SQL (every task "big"), the old rows add up as the report in memory does.
+        for max_results in (0, 1):
+            expected = build_report(
+                old.run, old.suite, old.plans, _results(old), max_results=max_results
+            )
+            report = store.load_report(old.run.id, max_results=max_results)
+            assert report.model_dump() == expected.model_dump()
+        assert report.summary.usage.cache_read_tokens == 100
+
+
+def _results(sample: Sample) -> dict[str, list[TrialResult]]:
+    results: dict[str, list[TrialResult]] = {}
+    for trial in sample.trials:
+        results.setdefault(trial.task_id, []).append(TrialResult.from_trial(trial))
+    return results
 
 
 def test_empty_grader_usage_is_stored_as_null_and_read_back_as_empty(
@@ -194,4 +253,17 @@ def test_m002_is_plain_alter_table_add_column(dialect: type[Dialect]) -> None:
     assert conn.statements == [
         "ALTER TABLE trials ADD COLUMN grader_usage TEXT",
         "ALTER TABLE trials ADD COLUMN grader_cost_usd FLOAT",
+    ]
+
+
+@pytest.mark.parametrize("dialect", [SQLiteDialect, PGDialect], ids=["sqlite", "postgresql"])
+def test_m004_is_plain_alter_table_add_column(dialect: type[Dialect]) -> None:
+    conn = _RecordingConnection(dialect())
+
+    m004_packed_payloads(cast(Connection, conn))
+
+    blob = "BLOB" if dialect is SQLiteDialect else "BYTEA"
+    assert conn.statements == [
+        f"ALTER TABLE trials ADD COLUMN transcript_packed {blob}",
+        f"ALTER TABLE trials ADD COLUMN outcome_packed {blob}",
     ]

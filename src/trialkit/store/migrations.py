@@ -8,6 +8,7 @@ migration this version does not know was written by a newer trialkit and is not 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -21,16 +22,20 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
     Text,
+    bindparam,
     inspect,
+    literal,
     select,
     text,
+    tuple_,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.schema import CreateColumn
+from sqlalchemy.schema import CreateColumn, CreateIndex, DropIndex
 
 from trialkit.store import schema
 from trialkit.store.engine import WRITE_OPTION
@@ -132,9 +137,115 @@ def m002_grader_usage(conn: Connection) -> None:
         conn.exec_driver_sql(add_column_sql(conn.dialect, column))
 
 
+_USAGE_FIELDS = ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+_GRADER_FIELDS = ("input_tokens", "output_tokens", *_USAGE_FIELDS)
+_BACKFILL_BATCH = 1000
+
+
+def m003_usage_columns(conn: Connection) -> None:
+    """Every `Usage` field as an integer column of `trials`, so that reports add tokens up in
+    SQL: the agent's cache and reasoning tokens (`input_tokens` and `output_tokens` exist) and
+    all of the graders' (`grader_*`). Rows written before get theirs from their JSON."""
+    agent = [(name, name) for name in _USAGE_FIELDS]
+    grader = [(f"grader_{name}", name) for name in _GRADER_FIELDS]
+    md = MetaData()
+    trials = Table(
+        "trials",
+        md,
+        Column("run_id", String),
+        Column("task_id", String),
+        Column("idx", Integer),
+        Column("usage", Text),
+        Column("grader_usage", Text),
+        *(Column(column, Integer, nullable=False, server_default="0") for column, _ in agent),
+        *(Column(column, Integer, nullable=False, server_default="0") for column, _ in grader),
+    )
+    for column, _ in (*agent, *grader):
+        conn.exec_driver_sql(add_column_sql(conn.dialect, trials.c[column]))
+    key = (trials.c.run_id, trials.c.task_id, trials.c.idx)
+    update = (
+        trials.update()
+        .where(*(c == bindparam(f"k_{c.name}") for c in key))
+        .values({column: bindparam(column) for column, _ in (*agent, *grader)})
+    )
+    last: tuple[Any, ...] | None = None
+    while True:  # by key, in batches: a big store's rows are never all in memory
+        page = select(*key, trials.c.usage, trials.c.grader_usage).order_by(*key)
+        if last is not None:
+            page = page.where(tuple_(*key) > tuple_(*(literal(v) for v in last)))
+        rows = conn.execute(page.limit(_BACKFILL_BATCH)).all()
+        if not rows:
+            return
+        last = tuple(rows[-1][:3])
+        changes = []
+        for row in rows:
+            usage = json.loads(row.usage)
+            graders = json.loads(row.grader_usage) if row.grader_usage else {}
+            values = {column: usage.get(name, 0) for column, name in agent}
+            values |= {column: graders.get(name, 0) for column, name in grader}
+            if any(values.values()):
+                keys = {f"k_{c.name}": v for c, v in zip(key, row[:3], strict=True)}
+                changes.append(keys | values)
+        if changes:
+            conn.execute(update, changes)
+
+
+def m004_packed_payloads(conn: Connection) -> None:
+    """`trials.transcript_packed` and `trials.outcome_packed`: a large transcript or outcome
+    compressed (see `encoding.pack_json`), its text column then empty. Rows written before keep
+    their text."""
+    trials = Table(
+        "trials",
+        MetaData(),
+        Column("transcript_packed", LargeBinary),
+        Column("outcome_packed", LargeBinary),
+    )
+    for column in trials.columns:
+        conn.exec_driver_sql(add_column_sql(conn.dialect, column))
+
+
+def m005_report_indexes(conn: Connection) -> None:
+    """Indexes for reports of big runs: per task, the verdicts, tokens and costs (covering,
+    so the wide rows are never read), the durations (for percentiles), and the score values.
+    `ix_trials_report` starts with (run_id, task_id, verdict): it replaces
+    `ix_trials_run_verdict` for counting a run's verdicts, which saves an index per insert."""
+    tokens = (
+        "input_tokens",
+        "output_tokens",
+        *_USAGE_FIELDS,
+        *(f"grader_{name}" for name in _GRADER_FIELDS),
+    )
+    md = MetaData()
+    trials = Table(
+        "trials",
+        md,
+        *(Column(name, String) for name in ("run_id", "task_id", "verdict")),
+        *(Column(name, Integer) for name in ("idx", *tokens)),
+        *(Column(name, Float) for name in ("cost_usd", "grader_cost_usd", "duration_s")),
+    )
+    scores = Table(
+        "scores", md, Column("run_id", String), Column("task_id", String), Column("value", Float)
+    )
+    conn.execute(DropIndex(Index("ix_trials_run_verdict", trials.c.run_id, trials.c.verdict)))
+    c = trials.c
+    for index in (
+        Index(
+            "ix_trials_report",
+            *(c.run_id, c.task_id, c.verdict, c.idx),
+            *(c[name] for name in tokens),
+            *(c.cost_usd, c.grader_cost_usd),
+        ),
+        Index("ix_trials_task_duration", c.run_id, c.task_id, c.duration_s),
+        Index("ix_trials_run_duration", c.run_id, c.duration_s),
+        Index("ix_scores_run_task_value", scores.c.run_id, scores.c.task_id, scores.c.value),
+    ):
+        conn.execute(CreateIndex(index))
+
+
 def add_column_sql(dialect: Dialect, column: Column[Any]) -> str:
-    """`ALTER TABLE … ADD COLUMN …` for a nullable column without a default, which SQLite and
-    PostgreSQL both run in place; the column is rendered by the dialect, as CREATE TABLE would.
+    """`ALTER TABLE … ADD COLUMN …`, which SQLite and PostgreSQL both run in place for a
+    nullable column, or a NOT NULL one with a constant default; the column is rendered by the
+    dialect, as CREATE TABLE would.
 
     Shipped migrations call it: change it only in ways that leave their SQL as it is."""
     table = dialect.identifier_preparer.format_table(column.table)
@@ -142,7 +253,13 @@ def add_column_sql(dialect: Dialect, column: Column[Any]) -> str:
     return f"ALTER TABLE {table} ADD COLUMN {spec}"
 
 
-MIGRATIONS: Sequence[Migration] = (m001_initial, m002_grader_usage)
+MIGRATIONS: Sequence[Migration] = (
+    m001_initial,
+    m002_grader_usage,
+    m003_usage_columns,
+    m004_packed_payloads,
+    m005_report_indexes,
+)
 """Every migration, in the order they apply. Append only."""
 
 

@@ -18,7 +18,9 @@ from trialkit.report import (
     preview_output,
 )
 from trialkit.score import Score, Verdict
+from trialkit.store.encoding import pack_json, unpack_json
 from trialkit.store.errors import StoreError
+from trialkit.store.schema import TOKEN_COLUMNS
 from trialkit.transcript import Transcript, Usage
 from trialkit.trial import TRIAL_SCHEMA_VERSION, Trial, TrialStatus
 
@@ -119,6 +121,8 @@ def task_plan(row: StoredRow) -> TaskPlan:
 
 def trial_row(trial: Trial) -> dict[str, Any]:
     # The output is a column of its own (reports read a preview of it without the outcome).
+    transcript, transcript_packed = pack_json(trial.transcript.model_dump_json())
+    outcome, outcome_packed = pack_json(trial.outcome.model_dump_json(exclude={"output"}))
     return {
         "run_id": trial.run_id,
         "task_id": trial.task_id,
@@ -137,11 +141,23 @@ def trial_row(trial: Trial) -> dict[str, Any]:
         "output_tokens": trial.usage.output_tokens,
         "cost_usd": trial.cost_usd,
         "usage": trial.usage.model_dump_json(),
-        "transcript": trial.transcript.model_dump_json(),
-        "outcome": trial.outcome.model_dump_json(exclude={"output"}),
+        "transcript": transcript,
+        "outcome": outcome,
         "scores": _SCORES.dump_json(trial.scores).decode(),
         "grader_usage": dump_grader_usage(trial.grader_usage),
         "grader_cost_usd": trial.grader_cost_usd,
+        **token_columns(trial.usage, trial.grader_usage),
+        "transcript_packed": transcript_packed,
+        "outcome_packed": outcome_packed,
+    }
+
+
+def token_columns(usage: Usage, grader_usage: Usage) -> dict[str, int]:
+    """The `TOKEN_COLUMNS` of a trial: its usage fields, then its graders' (`grader_*`)."""
+    agent, graders = usage.model_dump(), grader_usage.model_dump()
+    return {
+        column: graders[column[7:]] if column.startswith("grader_") else agent[column]
+        for column in TOKEN_COLUMNS
     }
 
 
@@ -171,7 +187,7 @@ def score_rows(trial: Trial) -> list[dict[str, Any]]:
 
 
 def trial(row: StoredRow) -> Trial:
-    outcome = Outcome.model_validate_json(row.outcome)
+    outcome = Outcome.model_validate_json(unpack_json(row.outcome, row.outcome_packed))
     outcome.output = row.output
     return Trial(
         schema_version=row.schema_version,
@@ -182,7 +198,9 @@ def trial(row: StoredRow) -> Trial:
         verdict=Verdict(row.verdict),
         expect=row.expect,
         model=row.model,
-        transcript=Transcript.model_validate_json(row.transcript),
+        transcript=Transcript.model_validate_json(
+            unpack_json(row.transcript, row.transcript_packed)
+        ),
         outcome=outcome,
         scores=_SCORES.validate_json(row.scores),
         error=_error(row.error),

@@ -6,6 +6,9 @@ the schema, change these definitions to match (a test compares the two).
 Datetimes are ISO 8601 text in UTC with microseconds (`2025-01-31T12:00:00.000000+00:00`): it
 sorts in time order on every database and round-trips exactly. JSON is stored as text.
 `trials.outcome` holds the outcome without its `output`, which is the `trials.output` column.
+A large transcript or outcome is packed instead (`*_packed`, its text column then empty), and
+free text is `SafeText` (see `encoding.py`). The token columns repeat `usage` and
+`grader_usage` so that reports add them up in SQL, from the covering index `ix_trials_report`.
 """
 
 from __future__ import annotations
@@ -17,11 +20,30 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
     Text,
 )
+
+from trialkit.store.encoding import SafeText
+
+TOKEN_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "grader_input_tokens",
+    "grader_output_tokens",
+    "grader_cache_read_tokens",
+    "grader_cache_write_tokens",
+    "grader_reasoning_tokens",
+)
+"""`Usage` fields of the agent, then of the graders (prefixed `grader_`), as trial columns."""
+REPORT_COLUMNS = (*TOKEN_COLUMNS, "cost_usd", "grader_cost_usd")
+"""What reports add up, besides the verdicts: in the covering index `ix_trials_report`."""
 
 metadata = MetaData()
 
@@ -35,11 +57,11 @@ migrations = Table(
 runs = Table(
     "runs",
     metadata,
-    Column("id", String, primary_key=True),
-    Column("name", String),
-    Column("suite_id", String, nullable=False),
+    Column("id", SafeText, primary_key=True),
+    Column("name", SafeText),
+    Column("suite_id", SafeText, nullable=False),
     Column("suite_kind", String, nullable=False),
-    Column("suite_description", Text),
+    Column("suite_description", SafeText),
     Column("status", String, nullable=False),
     Column("started_at", String(32), nullable=False),
     Column("finished_at", String(32)),
@@ -52,8 +74,8 @@ runs = Table(
 run_tasks = Table(
     "run_tasks",
     metadata,
-    Column("run_id", String, primary_key=True),
-    Column("task_id", String, primary_key=True),
+    Column("run_id", SafeText, primary_key=True),
+    Column("task_id", SafeText, primary_key=True),
     Column("position", Integer, nullable=False),
     Column("kind", String, nullable=False),
     Column("expect", String, nullable=False),
@@ -64,15 +86,15 @@ run_tasks = Table(
 trials = Table(
     "trials",
     metadata,
-    Column("run_id", String, primary_key=True),
-    Column("task_id", String, primary_key=True),
+    Column("run_id", SafeText, primary_key=True),
+    Column("task_id", SafeText, primary_key=True),
     Column("idx", Integer, primary_key=True),
     Column("schema_version", Integer, nullable=False),
     Column("status", String, nullable=False),
     Column("verdict", String, nullable=False),
     Column("expect", String, nullable=False),
-    Column("model", String),
-    Column("output", Text),
+    Column("model", SafeText),
+    Column("output", SafeText),
     Column("failed", Boolean, nullable=False),
     Column("error", Text),
     Column("duration_s", Float, nullable=False),
@@ -87,25 +109,34 @@ trials = Table(
     # m002_grader_usage: NULL in rows written before it (and grader_usage NULL when empty).
     Column("grader_usage", Text),
     Column("grader_cost_usd", Float),
+    # m003_usage_columns (filled in for rows written before it):
+    *(Column(name, Integer, nullable=False, server_default="0") for name in TOKEN_COLUMNS[2:]),
+    # m004_packed_payloads:
+    Column("transcript_packed", LargeBinary),
+    Column("outcome_packed", LargeBinary),
     ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
-    Index("ix_trials_run_verdict", "run_id", "verdict"),
+    # m005_report_indexes: what reports and `trialkit runs` read, without the wide rows.
+    Index("ix_trials_report", "run_id", "task_id", "verdict", "idx", *REPORT_COLUMNS),
+    Index("ix_trials_task_duration", "run_id", "task_id", "duration_s"),
+    Index("ix_trials_run_duration", "run_id", "duration_s"),
 )
 
 scores = Table(
     "scores",
     metadata,
-    Column("run_id", String, primary_key=True),
-    Column("task_id", String, primary_key=True),
+    Column("run_id", SafeText, primary_key=True),
+    Column("task_id", SafeText, primary_key=True),
     Column("trial_idx", Integer, primary_key=True),
     Column("position", Integer, primary_key=True),
-    Column("name", String, nullable=False),
+    Column("name", SafeText, nullable=False),
     Column("verdict", String, nullable=False),
     Column("value", Float),
-    Column("rationale", Text),
+    Column("rationale", SafeText),
     ForeignKeyConstraint(
         ["run_id", "task_id", "trial_idx"],
         ["trials.run_id", "trials.task_id", "trials.idx"],
         ondelete="CASCADE",
     ),
     Index("ix_scores_run_name", "run_id", "name"),
+    Index("ix_scores_run_task_value", "run_id", "task_id", "value"),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,22 +19,15 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from trialkit._record import Record
-from trialkit.report import (
-    OUTPUT_PREVIEW_CHARS,
-    Report,
-    RunInfo,
-    SuiteInfo,
-    TaskPlan,
-    TrialResult,
-    build_report,
-)
+from trialkit.report import MAX_RESULTS_PER_TASK, Report, RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Verdict
-from trialkit.store import rows, schema
+from trialkit.store import aggregates, rows, schema
 from trialkit.store.engine import WRITE_OPTION, create_store_engine
 from trialkit.store.errors import AmbiguousRun, RunNotFound, StoreError, TrialNotFound
 from trialkit.store.migrations import migrate
@@ -138,6 +132,11 @@ class Store:
         for run_id, task_id, index in latest:
             by_run.setdefault(run_id, []).append((task_id, index))
         with self._write(f"save trials of run {', '.join(map(repr, by_run))}") as conn:
+            if conn.dialect.name == "postgresql":
+                # Writers of one run take turns (SQLite's BEGIN IMMEDIATE serializes them all):
+                # two could otherwise both find a key missing, and both insert it.
+                for run_id in sorted(by_run):
+                    conn.execute(_PG_LOCK, {"key": _lock_key(run_id)})
             stored = _stored_keys(conn, by_run)
             if stored:
                 conn.execute(_DELETE_SCORES, stored)
@@ -161,9 +160,10 @@ class Store:
         if limit is not None:
             recent = recent.limit(limit)
         r = recent.cte("recent")
+        # `run_id IN (recent)`: each run's rows are found by index, however big the store.
         task_counts = (
             select(run_tasks.c.run_id, func.count().label("tasks"))
-            .select_from(r.join(run_tasks, run_tasks.c.run_id == r.c.id))
+            .where(run_tasks.c.run_id.in_(select(r.c.id)))
             .group_by(run_tasks.c.run_id)
             .subquery("task_counts")
         )
@@ -174,7 +174,7 @@ class Store:
                 *(_count_verdict(v).label(v.value) for v in (Verdict.PASS, Verdict.FAIL)),
                 _count_verdict(Verdict.ERROR).label("errors"),
             )
-            .select_from(r.join(trials, trials.c.run_id == r.c.id))
+            .where(trials.c.run_id.in_(select(r.c.id)))
             .group_by(trials.c.run_id)
             .subquery("trial_counts")
         )
@@ -233,27 +233,11 @@ class Store:
             "`trialkit runs` lists the runs"
         )
 
-    def load_report(self, run_id: str) -> Report:
-        """The report of a run, rebuilt from its stored trials (not their transcripts)."""
-        results_query = (
-            select(
-                trials.c.task_id,
-                trials.c.idx,
-                trials.c.verdict,
-                trials.c.status,
-                trials.c.scores,
-                func.substr(trials.c.output, 1, OUTPUT_PREVIEW_CHARS + 1).label("output"),
-                trials.c.failed,
-                trials.c.error,
-                trials.c.duration_s,
-                trials.c.usage,
-                trials.c.cost_usd,
-                trials.c.grader_usage,
-                trials.c.grader_cost_usd,
-            )
-            .where(trials.c.run_id == run_id)
-            .order_by(trials.c.task_id, trials.c.idx)
-        )
+    def load_report(self, run_id: str, *, max_results: int = MAX_RESULTS_PER_TASK) -> Report:
+        """The report of a run, as `build_report` makes it from the run's results, but computed
+        by the database: a task of more than `max_results` trials is counted and summed in
+        SQL, and only the non-passing trials its report lists are read. Transcripts never are.
+        """
         with self._read(f"load the report of run {run_id!r}") as conn:
             run_row = self._run_row(conn, run_id)
             plans = [
@@ -264,10 +248,8 @@ class Store:
                     .order_by(run_tasks.c.position)
                 )
             ]
-            results: dict[str, list[TrialResult]] = {}
-            for row in conn.execute(results_query):
-                results.setdefault(row.task_id, []).append(rows.trial_result(row))
-        return build_report(rows.run_info(run_row), rows.suite_info(run_row), plans, results)
+            run, suite = rows.run_info(run_row), rows.suite_info(run_row)
+            return aggregates.load_report(conn, run, suite, plans, max_results=max_results)
 
     def load_trial(self, run_id: str, task_id: str, index: int) -> Trial:
         """One trial in full, transcript and outcome included."""
@@ -342,6 +324,15 @@ _DELETE_TRIALS = delete(trials).where(
     trials.c.task_id == bindparam("k_task"),
     trials.c.idx == bindparam("k_idx"),
 )
+
+
+_PG_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+
+
+def _lock_key(run_id: str) -> int:
+    """A run's advisory lock: a signed 64-bit integer from its id."""
+    digest = hashlib.blake2b(f"trialkit run {run_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _stored_keys(
