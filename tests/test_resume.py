@@ -31,10 +31,16 @@ def agent(prompt: str, ctx: TrialContext) -> str:
 
 
 def make_suite() -> Suite:
-    return Suite(id="s", kind="capability", trials=3, harness=agent, tasks=[
-        Task(id="a", input="alpha", graders=[graders.contains("answer 1")]),
-        Task(id="b", input="crash-once", graders=[graders.contains("answer")]),
-    ])
+    return Suite(
+        id="s",
+        kind="capability",
+        trials=3,
+        harness=agent,
+        tasks=[
+            Task(id="a", input="alpha", graders=[graders.contains("answer 1")]),
+            Task(id="b", input="crash-once", graders=[graders.contains("answer")]),
+        ],
+    )
 
 
 def test_resume_runs_only_what_is_missing_and_reports_the_whole_run(tmp_path: Path) -> None:
@@ -88,7 +94,7 @@ import time
 from trialkit import Suite, Task, TrialContext, graders
 
 def agent(prompt: str, ctx: TrialContext) -> str:
-    time.sleep(0.01)
+    time.sleep(0.02)
     return "yes" if (len(prompt) + ctx.trial_index) % 4 else "no"
 
 suite = Suite(id="slow", kind="regression", trials=10, harness=agent, tasks=[
@@ -100,17 +106,37 @@ suite = Suite(id="slow", kind="regression", trials=10, harness=agent, tasks=[
 def trialkit(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "trialkit", "run", "slow.py", "--no-progress", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "TRIALKIT_STORE": str(cwd / "store.db")},
     )
 
 
+def stored_trials(db: Path, name: str) -> int:
+    try:
+        with sqlite3.connect(db) as conn:
+            row = conn.execute(
+                "select count(*) from trials join runs on runs.id = trials.run_id "
+                "where runs.name = ?",
+                (name,),
+            ).fetchone()
+    except sqlite3.Error:
+        return 0
+    return int(row[0])
+
+
 def comparable(report: dict[str, Any]) -> dict[str, Any]:
     """A report without what differs between runs of the same recordings: ids and times."""
+
     def clean(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()
-                    if k not in {"duration_s", "latency_p50_s", "latency_p95_s"}}
+            return {
+                k: clean(v)
+                for k, v in value.items()
+                if k not in {"duration_s", "latency_p50_s", "latency_p95_s"}
+            }
         if isinstance(value, list):
             return [clean(v) for v in value]
         return value
@@ -125,12 +151,28 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_report(tmp_path: Path) ->
     assert whole.returncode == 1, whole.stderr  # the regression suite has failing tasks
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trialkit", "run", "slow.py", "--no-progress",
-         "--concurrency", "4", "--name", "killed"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "trialkit",
+            "run",
+            "slow.py",
+            "--no-progress",
+            "--concurrency",
+            "4",
+            "--name",
+            "killed",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env={**os.environ, "TRIALKIT_STORE": str(tmp_path / "store.db")},
     )
-    time.sleep(random.uniform(0.6, 1.6))  # somewhere in the middle of 300 trials x 10 ms / 4
+    db = tmp_path / "store.db"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and stored_trials(db, "killed") < 20:
+        time.sleep(0.05)
+    time.sleep(random.uniform(0, 0.3))  # a random moment in the middle of the run
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
 
@@ -148,8 +190,9 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_report(tmp_path: Path) ->
     assert 0 < stored < 300, stored
     assert scores_of_stored == stored  # one score per trial: no half-written trial
 
-    resumed = trialkit(tmp_path, "--resume", "killed", "--json", "resumed.json",
-                       "--concurrency", "4")
+    resumed = trialkit(
+        tmp_path, "--resume", "killed", "--json", "resumed.json", "--concurrency", "4"
+    )
     assert resumed.returncode == 1, resumed.stderr
     with sqlite3.connect(tmp_path / "store.db") as conn:
         rows = conn.execute(
