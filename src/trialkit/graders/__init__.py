@@ -11,6 +11,18 @@ from trialkit.graders.base import (
     shared,
 )
 from trialkit.graders.compose import all_of, any_of, weighted
+from trialkit.graders.match import (
+    choice_answer,
+    contains_all,
+    contains_any,
+    contains_json,
+    fuzzy_match,
+    is_json,
+    json_equals,
+    levenshtein,
+    none_of,
+    starts_with,
+)
 from trialkit.graders.text import (
     agent_failed,
     contains,
@@ -32,14 +44,24 @@ __all__ = [
     "all_of",
     "any_of",
     "as_grader",
+    "choice_answer",
     "contains",
+    "contains_all",
+    "contains_any",
+    "contains_json",
     "equals",
+    "fuzzy_match",
     "grader",
+    "is_json",
+    "json_equals",
+    "levenshtein",
     "matches",
+    "none_of",
     "not_contains",
     "parse_json_output",
     "predicate",
     "shared",
+    "starts_with",
     "valid_json",
     "weighted",
 ]
