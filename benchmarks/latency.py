@@ -23,7 +23,7 @@ is done again (at most `--retries` times) and marked `*` if none was quiet. Ever
 time limit, every loop a count, and the server is always stopped.
 
     python benchmarks/latency.py              # 2,000 calls at C = 10, 50, 200; replay 10,000
-    python benchmarks/latency.py --repeat 3   # median of three runs per cell
+    python benchmarks/latency.py --runs 3     # median of three runs per cell
     python benchmarks/latency.py --quick      # a smoke run: 200 calls at C = 10, 50; replay 1,000
 
 Figures are reported in docs/performance.md; nothing here is asserted in tests.
@@ -396,7 +396,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, action="append", help="C (10, 50, 200)")
     parser.add_argument("--latency", type=float, default=0.05, help="server latency, seconds")
     parser.add_argument("--replay-trials", type=int, help="trials recorded and replayed (10,000)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per cell (median shown)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per cell (median shown)")
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds per child")
     parser.add_argument(
         "--busy", type=float, default=0.15, help="other work (cores) that makes a run noisy"
@@ -427,7 +427,7 @@ def main() -> None:
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores, fake server in its own "
         f"process ({server}), latency {latency * 1000:g} ms, {total} calls per cell, "
-        f"{TASKS} tasks, 1 contains grader, SQLite store on; median of {args.repeat}"
+        f"{TASKS} tasks, 1 contains grader, SQLite store on; median of {args.runs}"
     )
     with fake_server(latency, args.stock_server) as (url, pid):
         probe = run_child("probe", url, 20, 1, 60.0)
@@ -438,7 +438,7 @@ def main() -> None:
         )
         for c in levels:
             runs: dict[str, list[dict[str, Any]]] = {"sdk": [], "trialkit": []}
-            for _ in range(args.repeat):  # interleaved, so drift hits both alike
+            for _ in range(args.runs):  # interleaved, so drift hits both alike
                 for kind in runs:
                     runs[kind].append(quiet_child(args, kind, url, total, c, limit_s, None, pid))
             sdk, tk = _median(runs["sdk"]), _median(runs["trialkit"])
@@ -451,7 +451,7 @@ def main() -> None:
                 f"{sdk['peak_rss_mb']:>7.0f} {tk['peak_rss_mb']:>6.0f}",
                 flush=True,
             )
-            if args.repeat > 1:
+            if args.runs > 1:
                 for kind, rows in runs.items():
                     shown = ", ".join(f"{r['per_s']:.0f}{_mark(r)}" for r in rows)
                     others = ", ".join(f"{r['others_cores']:.2f}" for r in rows)
@@ -465,7 +465,7 @@ def main() -> None:
         files = sum(1 for _ in Path(cassette).glob("*/*/*.json"))
         replays = [
             quiet_child(args, "replay", url, replay_total, replay_c, limit_s, cassette)
-            for _ in range(args.repeat)
+            for _ in range(args.runs)
         ]
     rep = _median(replays)
     print(
@@ -480,7 +480,7 @@ def main() -> None:
         f"{rep['cpu_ms']:.2f} ms CPU/trial, peak {rep['peak_rss_mb']:.0f} MB, "
         f"{rep['connects']} socket connects"
     )
-    if args.repeat > 1:
+    if args.runs > 1:
         shown = ", ".join(f"{r['per_s']:.0f}{_mark(r)}" for r in replays)
         print(f"        replay runs/s: {shown}")
     print(f"(* = other work on the machine took more than {args.busy:g} cores during that run)")

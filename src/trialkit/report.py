@@ -21,7 +21,7 @@ from trialkit.trial import Trial, TrialStatus
 
 REPORT_SCHEMA_VERSION = 1
 OUTPUT_PREVIEW_CHARS = 4000
-MAX_RESULTS_PER_TASK = 100
+MAX_RESULTS_PER_TASK = 20
 """A task lists every trial up to this many; past it, its first this-many non-passing ones."""
 DENSE_KS = 100
 """pass@k and pass^k are reported for every k up to this, then only for the largest k."""
@@ -123,7 +123,7 @@ class TaskReport(Record):
     grader_cost_usd: float | None = None
     """The graders' part of `cost_usd`; `None` if any trial's is unknown."""
     results: list[TrialResult] = Field(default_factory=list)
-    """Every trial by number; past 100 trials, the first 100 non-passing ones."""
+    """Every trial by number; past 20 trials, the first 20 non-passing ones."""
     results_omitted: int = 0
     """Trials of this task not listed in `results`."""
 
@@ -175,6 +175,11 @@ class Report(Record):
     suite: SuiteInfo
     summary: Summary
     tasks: list[TaskReport]
+
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio's runner calls repr() on the value a run returns.
+        s = self.summary
+        return f"<Report run={self.run.id} suite={self.suite.id} tasks={s.tasks} trials={s.trials}>"
 
     def task(self, task_id: str) -> TaskReport:
         for task in self.tasks:

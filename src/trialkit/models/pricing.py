@@ -17,14 +17,34 @@ def cost_of(model_id: str, usage: Usage) -> float | None:
         return 0.0
     if not name or not _known(provider, name):
         return None
+    return _price(
+        provider,
+        name,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _price(
+    provider: str,
+    name: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int,
+    cache_write: int,
+) -> float | None:
+    """Memoised: a run repeats the same token counts often, and pricing costs ~0.1 ms a call."""
     from genai_prices import Usage as PriceUsage
     from genai_prices import calc_price
 
     priced = PriceUsage(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens or None,
-        cache_write_tokens=usage.cache_write_tokens or None,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read or None,
+        cache_write_tokens=cache_write or None,
     )
     try:
         return float(calc_price(priced, model_ref=name, provider_id=provider).total_price)
