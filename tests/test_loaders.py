@@ -51,7 +51,7 @@ def test_named_suite_and_factory(files: Path) -> None:
         ("broken.py", "import failed: RuntimeError: oops"),
         ("badtask.py", "import failed: SuiteError: task 't': trials: must be a whole number"),
         ("absent.py", "absent.py: no such file"),
-        ("suite.yaml", "YAML/JSON suite files are not supported"),
+        ("suite.yaml", "suite.yaml: no such file"),
     ],
 )
 def test_bad_targets(files: Path, target: str, message: str) -> None:

@@ -9,8 +9,9 @@ from trialkit.cli.cache import cache_command
 from trialkit.cli.export import export_command
 from trialkit.cli.report import report_command
 from trialkit.cli.run import run_command
-from trialkit.cli.transcripts import transcripts_command
 from trialkit.cli.runs import runs_command
+from trialkit.cli.transcripts import transcripts_command
+from trialkit.cli.validate import validate_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,6 +26,7 @@ cli.add_command(report_command)
 cli.add_command(cache_command)
 cli.add_command(transcripts_command)
 cli.add_command(export_command)
+cli.add_command(validate_command)
 
 
 def main() -> None:

@@ -185,13 +185,14 @@ def run_command(
     quiet: bool,
     debug: bool,
 ) -> None:
-    """Run the suite TARGET: path.py, path.py:name or package.module:name.
+    """Run the suite TARGET: a suite folder or file (.yaml, .json), another tool's file (a
+    promptfoo config, openai/evals or inspect_ai samples; or prefixed evals:, inspect:,
+    promptfoo:, hf:), or Python (path.py, path.py:name, package.module:name).
 
     Exit codes: 0 the gate passed; 1 the gate failed (a regression task failed, or the pass rate
     is under --min-pass-rate); 2 bad usage or a bad suite (nothing ran); 3 more trials errored
     than --fail-on-error allows; 130 interrupted (what finished is stored).
     """
-    from trialkit.loaders.python import load_suite
     from trialkit.progress import Progress, progress_for
     from trialkit.reports import render_terminal
     from trialkit.runner import Runner
@@ -199,7 +200,7 @@ def run_command(
     min_rate = _fraction(min_pass_rate, "--min-pass-rate") if min_pass_rate else None
     allowance = _error_allowance(fail_on_error)
     cassette = _cassette(cache_dir, cache_mode)
-    suite = load_suite(target)
+    suite = _load(target, model, click.get_current_context())
     console = stdout_console()
     err_console = _stderr_console()
     progress: Progress | None = None
@@ -248,6 +249,19 @@ def run_command(
         click.echo(f"export failed: {problem}", err=True)
     _print_verdict(report, gate, quiet=quiet)
     sys.exit(gate.exit_code)
+
+
+def _load(target: str, model: str | None, ctx: click.Context) -> Any:
+    """The suite, or every problem of a bad suite file on its own line (exit 2)."""
+    from trialkit.cli.validate import fail_with_problems
+    from trialkit.loaders.errors import SuiteFileError
+    from trialkit.loaders.target import load_target
+
+    typed = ctx.get_parameter_source("model") is click.core.ParameterSource.COMMANDLINE
+    try:
+        return load_target(target, model=model if typed else None)
+    except SuiteFileError as exc:
+        fail_with_problems(exc.problems, target)
 
 
 def _exporters(trace_jsonl: str | None, include_content: bool) -> list[Any]:

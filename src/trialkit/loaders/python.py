@@ -53,11 +53,6 @@ def _split(target: str) -> tuple[str, str, str]:
 
 
 def _import(module_part: str) -> ModuleType:
-    if Path(module_part).is_dir() or module_part.endswith((".yaml", ".yml", ".json")):
-        raise TargetError(
-            f"{module_part}: suite folders and YAML/JSON suite files are not supported by this "
-            "version of trialkit; give a Python target (path.py or path.py:name)"
-        )
     is_path = module_part.endswith(".py") or "/" in module_part or "\\" in module_part
     if is_path:
         path = Path(module_part)

@@ -1,0 +1,384 @@
+"""Graders as suite files write them: a mapping with one key, the grader's short name.
+
+```yaml
+graders:
+  - contains: paris                              # the short form of the main argument
+  - matches: {pattern: "\\bParis\\b", ignore_case: true}
+  - valid_json: {schema: {type: object, required: [city]}}
+  - any_of: [{contains: paris}, {contains: lutetia}]
+  - weighted: {pass_at: 0.6, graders: [{grader: {contains: paris}, weight: 2}]}
+  - python: my_graders:polite                    # a custom grader, by import path
+```
+
+`GRADERS` maps each short name to its entry model; `entry.build(ctx, path)` makes the runtime
+grader (or records a problem and returns `None`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+
+from pydantic import Field, JsonValue, field_validator
+
+from trialkit import graders
+from trialkit.graders.base import Grader, GraderLike, as_grader
+from trialkit.loaders.errors import FieldPath
+from trialkit.loaders.suite_file.context import BuildContext
+from trialkit.loaders.suite_file.fields import (
+    TEXT_SCHEMA,
+    FileModel,
+    PythonRef,
+    Shorthand,
+    Text,
+    check_one_key,
+    describe,
+    has_template,
+    key_among,
+    one_key,
+    problem,
+)
+
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class GraderEntry(FileModel):
+    """A grader in a suite file: a mapping whose one key is the grader's short name."""
+
+    name: ClassVar[str]
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        """The runtime grader, or `None` after recording a problem at `path`."""
+        raise NotImplementedError
+
+    def _make(
+        self, ctx: BuildContext, path: FieldPath, make: Any, *args: Any, **kw: Any
+    ) -> GraderLike | None:
+        try:
+            made: GraderLike = make(*args, **kw)
+            return made
+        except (TypeError, ValueError) as exc:
+            ctx.problem((*path, self.name), str(exc))
+            return None
+
+
+class TextArgs(Shorthand):
+    """Arguments of `contains` / `not_contains`; `contains: paris` is the short form."""
+
+    short_field = "text"
+    short_schema = TEXT_SCHEMA
+    text: Text
+    """The text to look for in the output."""
+    case_sensitive: bool = False
+    """Compare case-sensitively (by default case is ignored)."""
+
+
+class Contains(GraderEntry):
+    """The output contains the text (case-insensitive unless `case_sensitive`)."""
+
+    name = "contains"
+    contains: TextArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.contains
+        return graders.contains(a.text, case_sensitive=a.case_sensitive)
+
+
+class NotContains(GraderEntry):
+    """The output does not contain the text (case-insensitive unless `case_sensitive`)."""
+
+    name = "not_contains"
+    not_contains: TextArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.not_contains
+        return graders.not_contains(a.text, case_sensitive=a.case_sensitive)
+
+
+class PatternArgs(Shorthand):
+    """Arguments of `matches`; `matches: "\\d+"` is the short form."""
+
+    short_field = "pattern"
+    pattern: str
+    """A Python regular expression, searched anywhere in the output."""
+    ignore_case: bool = False
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        if not has_template(pattern):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise problem(f"invalid regular expression: {exc}") from None
+        return pattern
+
+
+class Matches(GraderEntry):
+    """The output matches the regular expression anywhere (`re.search`)."""
+
+    name = "matches"
+    matches: PatternArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.matches
+        return self._make(ctx, path, graders.matches, a.pattern, ignore_case=a.ignore_case)
+
+
+class ExpectedArgs(Shorthand):
+    """Arguments of `equals`; `equals: Paris` is the short form."""
+
+    short_field = "expected"
+    short_schema = TEXT_SCHEMA
+    expected: Text
+    """The whole expected output."""
+    strip: bool = True
+    """Ignore surrounding whitespace."""
+    case_sensitive: bool = True
+
+
+class Equals(GraderEntry):
+    """The output equals the expected text (after stripping whitespace, by default)."""
+
+    name = "equals"
+    equals: ExpectedArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.equals
+        return graders.equals(a.expected, strip=a.strip, case_sensitive=a.case_sensitive)
+
+
+class JsonArgs(Shorthand):
+    """Arguments of `valid_json`; `valid_json: {}` (or nothing) checks only that it parses."""
+
+    allow_null = True
+    json_schema: dict[str, JsonValue] | None = Field(default=None, alias="schema")
+    """A JSON Schema the parsed output must satisfy."""
+    where: PythonRef | None = None
+    """A predicate on the parsed value, by import path (`my_checks:has_city`)."""
+
+
+class ValidJson(GraderEntry):
+    """The output is JSON (optionally in one markdown code fence)."""
+
+    name = "valid_json"
+    valid_json: JsonArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.valid_json
+        where = None
+        if a.where is not None:
+            where = ctx.resolve((*path, self.name, "where"), a.where)
+            if where is None:
+                return None
+            if not callable(where):
+                ctx.problem((*path, self.name, "where"), f"{a.where} is {describe(where)}")
+                return None
+        return self._make(ctx, path, graders.valid_json, where=where, schema=a.json_schema)
+
+
+class FailureArgs(Shorthand):
+    """Arguments of `agent_failed`; `agent_failed: "will not"` is the short form."""
+
+    short_field = "message"
+    allow_null = True
+    message: str | None = None
+    """Text the agent's failure message must contain."""
+
+
+class AgentFailed(GraderEntry):
+    """The agent raised or reported failure: the check of `expect: failure` tasks."""
+
+    name = "agent_failed"
+    agent_failed: FailureArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        return graders.agent_failed(self.agent_failed.message)
+
+
+class AllOf(GraderEntry):
+    """Passes when every grader in the list passes."""
+
+    name = "all_of"
+    all_of: Annotated[list[GraderSpec], Field(min_length=1)]
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        parts = build_graders(ctx, (*path, self.name), self.all_of)
+        return None if parts is None else graders.all_of(*parts)
+
+
+class AnyOf(GraderEntry):
+    """Passes when at least one grader in the list passes."""
+
+    name = "any_of"
+    any_of: Annotated[list[GraderSpec], Field(min_length=1)]
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        parts = build_graders(ctx, (*path, self.name), self.any_of)
+        return None if parts is None else graders.any_of(*parts)
+
+
+class WeightedPart(FileModel):
+    """One grader of a `weighted` mean and its weight."""
+
+    grader: GraderSpec
+    weight: Annotated[float, Field(ge=0.0)] = 1.0
+
+
+class WeightedArgs(FileModel):
+    """Arguments of `weighted`."""
+
+    graders: Annotated[list[WeightedPart], Field(min_length=1)]
+    pass_at: Fraction = 1.0
+    """The weighted mean at or above which the check passes."""
+
+
+class Weighted(GraderEntry):
+    """The weighted mean of the graders' values, passing at `pass_at`."""
+
+    name = "weighted"
+    weighted: WeightedArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        here = (*path, self.name, "graders")
+        parts = [
+            part.grader.build(ctx, (*here, i, "grader"))
+            for i, part in enumerate(self.weighted.graders)
+        ]
+        if any(p is None for p in parts):
+            return None
+        pairs = [(p, w.weight) for p, w in zip(parts, self.weighted.graders, strict=True)]
+        return self._make(ctx, path, graders.weighted, *pairs, pass_at=self.weighted.pass_at)
+
+
+class PredicateArgs(FileModel):
+    """Arguments of `predicate`: a described check by import path."""
+
+    description: str
+    """What the check means, shown as the score's name."""
+    fn: PythonRef
+    """A function of the `GradeContext` returning a bool, a float or a `Score`."""
+    pass_at: Fraction = 1.0
+
+
+class Predicate(GraderEntry):
+    """A described check: a function of the `GradeContext`, by import path."""
+
+    name = "predicate"
+    predicate: PredicateArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.predicate
+        fn = ctx.resolve((*path, self.name, "fn"), a.fn)
+        if fn is None:
+            return None
+        if not callable(fn):
+            ctx.problem((*path, self.name, "fn"), f"{a.fn} is {describe(fn)}, not a function")
+            return None
+        return self._make(ctx, path, graders.predicate, a.description, fn, pass_at=a.pass_at)
+
+
+class PythonArgs(Shorthand):
+    """A custom grader by import path; `python: my_graders:polite` is the short form."""
+
+    short_field = "ref"
+    ref: PythonRef
+    """A grader (a `Grader` or a function of the `GradeContext`), or a factory of one."""
+    args: dict[str, JsonValue] | None = None
+    """When given, `ref` is called with these keyword arguments and must return a grader."""
+
+
+class PythonGrader(GraderEntry):
+    """A custom grader by import path, resolved with the suite's folder on `sys.path`."""
+
+    name = "python"
+    python: PythonArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a, here = self.python, (*path, self.name)
+        found = ctx.resolve(here, a.ref)
+        if found is None:
+            return None
+        made: Any = found
+        try:
+            if a.args is not None:
+                made = found(**a.args)
+            elif isinstance(found, type) and issubclass(found, Grader):
+                made = found()
+        except Exception as exc:
+            ctx.problem(here, f"{a.ref}: calling it raised {type(exc).__name__}: {exc}")
+            return None
+        try:
+            return as_grader(made)
+        except TypeError:
+            ctx.problem(
+                here,
+                f"{a.ref} is {describe(made)}, not a grader "
+                "(a trialkit Grader or a function of the GradeContext)",
+            )
+            return None
+
+
+class JudgeArgs(FileModel):
+    """A model grading against a rubric (not in this version of trialkit)."""
+
+    rubric: str
+    pass_at: Fraction | None = None
+    model: str | None = None
+
+
+class Judge(GraderEntry):
+    """A model grading against a rubric: not in this version of trialkit."""
+
+    name = "judge"
+    judge: JudgeArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        ctx.problem((*path, self.name), "judge graders are not in this version of trialkit")
+        return None
+
+
+GRADERS: Mapping[str, type[GraderEntry]] = MappingProxyType(
+    {
+        entry.name: entry
+        for entry in (
+            Contains,
+            NotContains,
+            Matches,
+            Equals,
+            ValidJson,
+            AgentFailed,
+            AllOf,
+            AnyOf,
+            Weighted,
+            Predicate,
+            PythonGrader,
+            Judge,
+        )
+    }
+)
+"""Every grader a suite file can name, by short name."""
+
+if TYPE_CHECKING:
+    GraderSpec = GraderEntry
+else:
+    GraderSpec = Annotated[
+        one_key(key_among(tuple(GRADERS)), *GRADERS.items()),
+        check_one_key("grader", tuple(GRADERS)),
+        Field(description="A grader: a mapping with one key, the grader's short name."),
+    ]
+    """A grader entry of any kind, told apart by its one key."""
+
+
+def build_graders(
+    ctx: BuildContext, path: FieldPath, entries: list[GraderEntry]
+) -> list[GraderLike] | None:
+    """The runtime graders of `entries`, or `None` when any of them has a problem."""
+    built = [entry.build(ctx, (*path, i)) for i, entry in enumerate(entries)]
+    return None if any(g is None for g in built) else [g for g in built if g is not None]
+
+
+for _model in (AllOf, AnyOf, WeightedPart, WeightedArgs, Weighted):
+    _model.model_rebuild()
