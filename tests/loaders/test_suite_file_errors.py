@@ -14,7 +14,8 @@ from ._files import problems_of, write
 
 GRADER_LIST = (
     "graders: contains, not_contains, matches, equals, valid_json, agent_failed, all_of, "
-    "any_of, weighted, predicate, python, judge"
+    "any_of, weighted, predicate, starts_with, contains_any, contains_all, fuzzy_match, "
+    "levenshtein, python, judge"
 )
 
 

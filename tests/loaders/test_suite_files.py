@@ -160,6 +160,7 @@ def test_every_built_in_grader_by_short_name(tmp_path: Path) -> None:
     assert isinstance(built[17], graders.predicate)
     assert (built[17].description, built[17].pass_at) == ("short answer", 0.5)
     names = {"contains", "not_contains", "matches", "equals", "valid_json", "agent_failed"}
+    names |= {"starts_with", "contains_any", "contains_all", "fuzzy_match", "levenshtein"}
     assert names | {"all_of", "any_of", "weighted", "predicate", "python", "judge"} == set(GRADERS)
 
 

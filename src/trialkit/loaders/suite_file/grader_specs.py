@@ -340,6 +340,95 @@ class Judge(GraderEntry):
         return None
 
 
+TEXTS_SCHEMA: dict[str, Any] = {"anyOf": [TEXT_SCHEMA, {"type": "array", "items": TEXT_SCHEMA}]}
+
+
+class TextsArgs(Shorthand):
+    """Arguments of the checks over several texts; `starts_with: [Paris, paris]` is short."""
+
+    short_field = "texts"
+    short_schema = TEXTS_SCHEMA
+    texts: Text | list[Text]
+    """One text, or several."""
+    case_sensitive: bool | None = None
+    """Compare case-sensitively; each check has its own default."""
+
+    def options(self) -> dict[str, bool]:
+        return {} if self.case_sensitive is None else {"case_sensitive": self.case_sensitive}
+
+
+class StartsWith(GraderEntry):
+    """The output starts with one of the texts (openai/evals `Match`)."""
+
+    name = "starts_with"
+    starts_with: TextsArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.starts_with
+        return self._make(ctx, path, graders.starts_with, a.texts, **a.options())
+
+
+class ContainsAny(GraderEntry):
+    """The output contains at least one of the texts (openai/evals `Includes`)."""
+
+    name = "contains_any"
+    contains_any: TextsArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.contains_any
+        return self._make(ctx, path, graders.contains_any, a.texts, **a.options())
+
+
+class ContainsAll(GraderEntry):
+    """The output contains every one of the texts."""
+
+    name = "contains_all"
+    contains_all: TextsArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.contains_all
+        return self._make(ctx, path, graders.contains_all, a.texts, **a.options())
+
+
+class FuzzyArgs(Shorthand):
+    """Arguments of `fuzzy_match`; `fuzzy_match: [Paris]` is the short form."""
+
+    short_field = "texts"
+    short_schema = TEXTS_SCHEMA
+    texts: Text | list[Text]
+
+
+class FuzzyMatch(GraderEntry):
+    """After normalising both, the output contains a text or a text contains the output
+    (openai/evals `FuzzyMatch`)."""
+
+    name = "fuzzy_match"
+    fuzzy_match: FuzzyArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        return self._make(ctx, path, graders.fuzzy_match, self.fuzzy_match.texts)
+
+
+class LevenshteinArgs(Shorthand):
+    """Arguments of `levenshtein`; `levenshtein: Paris` is the short form (5 edits allowed)."""
+
+    short_field = "expected"
+    short_schema = TEXT_SCHEMA
+    expected: Text
+    max_distance: int = Field(default=5, ge=0)
+
+
+class Levenshtein(GraderEntry):
+    """The output is at most `max_distance` edits away from `expected`."""
+
+    name = "levenshtein"
+    levenshtein: LevenshteinArgs
+
+    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
+        a = self.levenshtein
+        return self._make(ctx, path, graders.levenshtein, a.expected, max_distance=a.max_distance)
+
+
 GRADERS: Mapping[str, type[GraderEntry]] = MappingProxyType(
     {
         entry.name: entry
@@ -354,6 +443,11 @@ GRADERS: Mapping[str, type[GraderEntry]] = MappingProxyType(
             AnyOf,
             Weighted,
             Predicate,
+            StartsWith,
+            ContainsAny,
+            ContainsAll,
+            FuzzyMatch,
+            Levenshtein,
             PythonGrader,
             Judge,
         )
