@@ -243,8 +243,7 @@ def task_verdict(kind: SuiteKind, verdicts: Sequence[Verdict]) -> Verdict:
 
 @dataclass(frozen=True)
 class Measures:
-    """Figures of a set of trials that its parts' figures do not add up to: the mean score
-    and latency percentiles. From results (`measures_of`), or from SQL in the store."""
+    """Mean score and latency percentiles of trials: from results, or from SQL in the store."""
 
     score_sum: float
     """`math.fsum` of the score values (correctly rounded, so independent of order)."""
@@ -316,7 +315,6 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
     decided = passed + failed
     trials = decided + totals.errors + totals.unknown
     counts = zip(Verdict, (passed, failed, totals.errors, totals.unknown), strict=True)
-    curves = _PassCurves()
     return TaskReport(
         id=plan.id,
         kind=plan.kind,
@@ -330,8 +328,8 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
         unknown=totals.unknown,
         pass_rate=metrics.rate(passed, decided),
         pass_rate_ci=metrics.wilson_interval(passed, decided),
-        pass_at_k=curves.table([(decided, passed)], at=True),
-        pass_hat_k=curves.table([(decided, passed)], at=False),
+        pass_at_k=_PassCurves().table([(decided, passed)], at=True),
+        pass_hat_k=_PassCurves().table([(decided, passed)], at=False),
         flaky=0 < passed < decided,
         mean_score=totals.measures.mean_score,
         latency_p50_s=totals.measures.latency_p50_s,
@@ -378,16 +376,14 @@ class _PassCurves:
 
 
 def _sum_known(costs: Sequence[float | None]) -> float | None:
-    """The total cost (correctly rounded), or `None` if any part is unknown: an unknown cost
-    is never zero."""
+    """The total (correctly rounded), or `None` if any part is unknown: never zero then."""
     return None if None in costs else math.fsum(c for c in costs if c is not None)
 
 
 def build_summary(
     tasks: Sequence[TaskReport], measures: Measures, *, duration_s: float | None = None
 ) -> Summary:
-    """The suite's figures: counts, tokens and costs added up from `tasks`, the mean score and
-    latencies from `measures` of all their trials (tasks may not list every trial)."""
+    """Counts, tokens and costs added up from `tasks`; the rest from `measures` of all trials."""
     counts = [(t.decided, t.passed) for t in tasks if t.decided > 0]
     excluded = [t.id for t in tasks if t.decided == 0]
     passed = sum(t.passed for t in tasks)
@@ -441,9 +437,8 @@ def assemble_report(
     run: RunInfo, suite: SuiteInfo, tasks: list[TaskReport], measures: Measures
 ) -> Report:
     """The report of `tasks` (in order), with the run-wide `measures` of all their trials."""
-    duration = None
-    if run.finished_at is not None:
-        duration = (run.finished_at - run.started_at).total_seconds()
+    end = run.finished_at
+    duration = None if end is None else (end - run.started_at).total_seconds()
     summary = build_summary(tasks, measures, duration_s=duration)
     return Report(run=run, suite=suite, summary=summary, tasks=tasks)
 

@@ -25,7 +25,7 @@ def test_the_importers_graders_are_available_by_short_name(tmp_path: Path) -> No
     (tmp_path / "suite.yaml").write_text(SUITE)
     report = run_sync(load_suite_file(tmp_path))
     assert report.task("good").verdict == "pass"
-    assert [s.name for s in report.task("good").results[0].scores][0].startswith("starts_with")
+    assert report.task("good").results[0].scores[0].name.startswith("starts_with")
     assert report.task("bad").verdict == "fail"
 
 

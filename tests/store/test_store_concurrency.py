@@ -1,10 +1,16 @@
-"""Several writers on one SQLite file, and a store shared between threads."""
+"""Several writers on one store (threads and processes), and a store shared between threads."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
+from typing import Any
+
+from sqlalchemy import func, select
 
 from trialkit.store import Store
+from trialkit.store.migrations import MIGRATIONS, applied_migrations
+from trialkit.store.schema import scores
 
 from ._samples import make_sample, make_trial
 
@@ -87,3 +93,54 @@ def test_an_in_memory_store_is_shared_between_threads() -> None:
         assert list(store.iter_trials("mem")) == sorted(
             sample.trials, key=lambda t: (t.task_id, t.index)
         )
+
+
+def _save_in_process(url: str, run_id: str, start: Any, rounds: int) -> None:
+    """Opens the store (migrating it if it is new), then saves trials 0-49 of `run_id`, again
+    and again: the writers' keys collide, and each save replaces what the other saved."""
+    trials = [make_trial(run_id, "france", i) for i in range(50)]
+    start.wait(timeout=60)
+    with Store(url) as store:
+        for _ in range(rounds):
+            store.save_trials(trials)
+
+
+def test_processes_saving_the_same_trials_at_once_replace_them_without_errors(
+    db_url: str,
+) -> None:
+    with Store(db_url) as store:
+        sample = make_sample("shared")
+        store.create_run(sample.run, sample.suite, sample.plans)
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Barrier(2)
+    writers = [
+        spawn.Process(target=_save_in_process, args=(db_url, "shared", start, 20)) for _ in range(2)
+    ]
+
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(timeout=120)
+
+    assert [w.exitcode for w in writers] == [0, 0]
+    with Store(db_url) as store:
+        assert store.list_runs()[0].trials == 50
+        with store._engine.connect() as conn:
+            assert conn.scalar(select(func.count()).select_from(scores)) == 50
+
+
+def test_processes_opening_a_new_store_at_once_migrate_it_once(db_url: str) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Barrier(3)
+    openers = [
+        spawn.Process(target=_save_in_process, args=(db_url, "none", start, 0)) for _ in range(3)
+    ]
+
+    for opener in openers:
+        opener.start()
+    for opener in openers:
+        opener.join(timeout=120)
+
+    assert [o.exitcode for o in openers] == [0, 0, 0]
+    with Store(db_url) as store, store._engine.connect() as conn:
+        assert applied_migrations(conn) == [m.__name__ for m in MIGRATIONS]

@@ -51,8 +51,8 @@ def test_the_migrated_tables_match_the_schema_queries_use(db_url: str) -> None:
         for table in metadata.sorted_tables:
             columns = [c["name"] for c in inspector.get_columns(table.name)]
             assert columns == [c.name for c in table.columns], table.name
-            indexes = {i["name"] for i in inspector.get_indexes(table.name)}
-            assert indexes == {i.name for i in table.indexes}, table.name
+            indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes(table.name)}
+            assert indexes == {i.name: [c.name for c in i.columns] for i in table.indexes}
             pk = inspector.get_pk_constraint(table.name)["constrained_columns"]
             assert pk == [c.name for c in table.primary_key.columns], table.name
     finally:

@@ -28,6 +28,7 @@ from trialkit._record import Record
 from trialkit.report import MAX_RESULTS_PER_TASK, Report, RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Verdict
 from trialkit.store import aggregates, rows, schema
+from trialkit.store.encoding import SafeText
 from trialkit.store.engine import WRITE_OPTION, create_store_engine
 from trialkit.store.errors import AmbiguousRun, RunNotFound, StoreError, TrialNotFound
 from trialkit.store.migrations import migrate
@@ -202,7 +203,7 @@ class Store:
         run with that name). A prefix of several ids that is no run's name is ambiguous."""
         if not ref:
             raise RunNotFound("no run given: name a run by its id, an id prefix or its name")
-        prefix = func.substr(runs.c.id, 1, len(ref)) == ref
+        prefix = func.substr(runs.c.id, 1, len(ref), type_=SafeText) == ref
         latest = (runs.c.started_at.desc(), runs.c.id.desc())
         with self._read(f"find run {ref!r}") as conn:
             if conn.scalar(select(runs.c.id).where(runs.c.id == ref)) is not None:
@@ -291,6 +292,8 @@ class Store:
         """A connection in one read transaction (a consistent snapshot), rolled back after."""
         self._check_open()
         with self._database_errors(action), self._engine.connect() as conn:
+            if conn.dialect.name == "postgresql":  # its default snapshot is per statement
+                conn.execution_options(isolation_level="REPEATABLE READ")
             yield conn
 
     @contextmanager
