@@ -17,6 +17,7 @@ from sqlalchemy import Connection, and_, func, select
 from trialkit._record import ErrorInfo, Record
 from trialkit.score import Verdict
 from trialkit.store import rows
+from trialkit.store.encoding import SafeText
 from trialkit.store.schema import run_tasks, runs, scores, trials
 from trialkit.store.store import Store
 from trialkit.trial import TrialStatus
@@ -148,7 +149,9 @@ def list_trials(
             trials.c.error,
             check.c.name.label("check"),
             check.c.verdict.label("check_verdict"),
-            func.substr(check.c.rationale, 1, RATIONALE_CHARS + 1).label("rationale"),
+            func.substr(check.c.rationale, 1, RATIONALE_CHARS + 1, type_=SafeText).label(
+                "rationale"
+            ),
             func.count().over().label("total"),
         )
         .select_from(
