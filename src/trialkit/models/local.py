@@ -79,8 +79,8 @@ def _require_server_package() -> None:
 
 def check_local(name: str) -> None:
     """Raise `LocalModelError` with what to install unless `local/name` can run here."""
+    _require_server_package()  # the extra first: its install line comes before the weights'
     find_weights(name)
-    _require_server_package()
 
 
 def _free_port() -> int:
