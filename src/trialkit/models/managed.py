@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from trialkit.models.base import ErrorKind, Model, ModelError, ModelRequest, ModelResponse
+from trialkit.models.base import (
+    ErrorKind,
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    key_of,
+)
 from trialkit.models.context import current_role, current_settings
 from trialkit.models.pricing import cost_of
 from trialkit.models.retry import RateLimit, RetryPolicy
@@ -60,12 +67,11 @@ class ManagedModel(Model):
     async def generate(self, request: ModelRequest) -> ModelResponse:
         settings = current_settings()
         recorder = current_recorder()
-        key = request.key(self.id)
+        canonical = request.canonical(self.id)
+        key = key_of(canonical)
         trial = recorder.trial_index if recorder else 0
         occurrence = recorder.next_occurrence(key) if recorder else 0
-        call = ModelCall(
-            model=self.id, role=current_role(), request=request.canonical(self.id), key=key
-        )
+        call = ModelCall(model=self.id, role=current_role(), request=canonical, key=key)
         cassette = settings.cassette
         started = time.perf_counter()
         try:
