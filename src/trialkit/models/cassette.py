@@ -226,10 +226,19 @@ class Cassette:
         return self.root / _model_dir(model_id) / key[:2] / f"{key}.json"
 
     def lookup(
-        self, model_id: str, request: ModelRequest, *, trial: int, occurrence: int
+        self,
+        model_id: str,
+        request: ModelRequest,
+        *,
+        trial: int,
+        occurrence: int,
+        key: str | None = None,
     ) -> ModelResponse | None:
-        """The recorded response for this trial and occurrence (in REPLAY and AUTO only)."""
-        key = request.key(model_id)
+        """The recorded response for this trial and occurrence (in REPLAY and AUTO only).
+
+        `key` is `request.key(model_id)` when the caller already has it.
+        """
+        key = key or request.key(model_id)
         entry = self._entry(model_id, key, (trial, occurrence))
         if entry is None or entry.response is None:
             return None

@@ -75,7 +75,7 @@ class ManagedModel(Model):
         cassette = settings.cassette
         started = time.perf_counter()
         try:
-            response = self._replay(cassette, request, trial, occurrence)
+            response = self._replay(cassette, request, key, trial, occurrence)
             if response is not None:
                 call.replayed = True
             else:
@@ -110,11 +110,16 @@ class ManagedModel(Model):
         return response
 
     def _replay(
-        self, cassette: Cassette | None, request: ModelRequest, trial: int, occurrence: int
+        self,
+        cassette: Cassette | None,
+        request: ModelRequest,
+        key: str,
+        trial: int,
+        occurrence: int,
     ) -> ModelResponse | None:
         if cassette is None or cassette.mode not in ("replay", "auto"):
             return None
-        return cassette.lookup(self.id, request, trial=trial, occurrence=occurrence)
+        return cassette.lookup(self.id, request, trial=trial, occurrence=occurrence, key=key)
 
     async def _call(self, request: ModelRequest, policy: RetryPolicy) -> tuple[ModelResponse, int]:
         """The provider's answer and how many retries it took; `ModelError` when it gives up."""
