@@ -23,6 +23,7 @@ from trialkit.graders.match import (
     none_of,
     starts_with,
 )
+from trialkit.graders.state import state
 from trialkit.graders.text import (
     agent_failed,
     contains,
@@ -32,6 +33,24 @@ from trialkit.graders.text import (
     parse_json_output,
     predicate,
     valid_json,
+)
+from trialkit.graders.timing import duration
+from trialkit.graders.tools import (
+    max_tool_calls,
+    max_turns,
+    no_tool_errors,
+    pair_tool_calls,
+    tool_called,
+    tool_not_called,
+    tool_order,
+)
+from trialkit.graders.workspace import (
+    file_absent,
+    file_contains,
+    file_exists,
+    file_json,
+    only_changed,
+    unchanged,
 )
 
 __all__ = [
@@ -49,19 +68,34 @@ __all__ = [
     "contains_all",
     "contains_any",
     "contains_json",
+    "duration",
     "equals",
+    "file_absent",
+    "file_contains",
+    "file_exists",
+    "file_json",
     "fuzzy_match",
     "grader",
     "is_json",
     "json_equals",
     "levenshtein",
     "matches",
+    "max_tool_calls",
+    "max_turns",
+    "no_tool_errors",
     "none_of",
     "not_contains",
+    "only_changed",
+    "pair_tool_calls",
     "parse_json_output",
     "predicate",
     "shared",
     "starts_with",
+    "state",
+    "tool_called",
+    "tool_not_called",
+    "tool_order",
+    "unchanged",
     "valid_json",
     "weighted",
 ]

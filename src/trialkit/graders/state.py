@@ -1,0 +1,107 @@
+"""`state`: grade any fact about the environment that a user query can read."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio.to_thread
+
+from trialkit.graders.base import GradeContext, Grader, to_score
+from trialkit.score import Score
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+
+
+async def call_user(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """Call user code: awaited if async, in a worker thread if sync (it may block)."""
+    if _is_async(fn):
+        return await fn(arg)
+    result = await anyio.to_thread.run_sync(fn, arg)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+class NoWorldError(RuntimeError):
+    """A `state` grader ran for a task without an environment world."""
+
+
+@dataclass(init=False)
+class state(Grader):
+    """Query the environment and grade the value.
+
+    `query` receives `ctx.world` (what the environment's setup returned; with `of="context"`,
+    the whole `GradeContext`) and returns any value. `score` turns that value into a bool, a
+    float in [0, 1] (passing at `pass_at`) or a `Score`; without it the value's truthiness decides.
+    Both may be sync (run in a worker thread) or async. The rationale shows the value.
+
+    ```python
+    state(lambda db: db.execute("select count(*) from users").fetchone()[0],
+          lambda n: n == 3, name="three users")
+    ```
+    """
+
+    query: Callable[[Any], Any]
+    score: Callable[[Any], Any] | None
+    of: Literal["world", "context"]
+    pass_at: float
+    _name: str | None = field(repr=False)
+
+    def __init__(
+        self,
+        query: Callable[[Any], Any],
+        score: Callable[[Any], Any] | None = None,
+        *,
+        name: str | None = None,
+        of: Literal["world", "context"] = "world",
+        pass_at: float = 1.0,
+    ) -> None:
+        if not callable(query):
+            raise TypeError(f"state: query must be callable, got {type(query).__name__}")
+        if score is not None and not callable(score):
+            raise TypeError(f"state: score must be callable, got {type(score).__name__}")
+        if of not in ("world", "context"):
+            raise ValueError(f"state: of must be 'world' or 'context', got {of!r}")
+        if not 0.0 <= pass_at <= 1.0:
+            raise ValueError(f"state: pass_at must be within [0, 1], got {pass_at}")
+        self.query, self.score, self._name, self.of, self.pass_at = (
+            query,
+            score,
+            name,
+            of,
+            pass_at,
+        )
+
+    @property
+    def name(self) -> str:
+        if self._name:
+            return self._name
+        return f"state({getattr(self.query, '__name__', type(self.query).__name__)})"
+
+    async def grade(self, ctx: GradeContext) -> Score:
+        if self.of == "context":
+            arg: Any = ctx
+        else:
+            if ctx.world is None:
+                raise NoWorldError(
+                    "the task has no world to query (its environment's setup returned None); "
+                    "use of='context' to query the GradeContext"
+                )
+            arg = ctx.world
+        value = await call_user(self.query, arg)
+        shown = f"value: {_short(repr(value))}"
+        result = bool(value) if self.score is None else await call_user(self.score, value)
+        scored = to_score(result, name=self.name, pass_at=self.pass_at)
+        scored.rationale = shown if not scored.rationale else f"{scored.rationale} ({shown})"
+        return scored
