@@ -102,9 +102,14 @@ def test_harness_exports() -> None:
         "Reply",
         "Session",
         "SessionHarness",
+        "Tool",
+        "ToolAgent",
+        "ToolArgumentsError",
         "TrialContext",
         "as_harness",
+        "call_tool",
         "recorded",
+        "tool_spec",
     ]
 
 

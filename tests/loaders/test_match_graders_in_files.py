@@ -37,3 +37,37 @@ def test_bad_arguments_are_problems(tmp_path: Path) -> None:
     (problem,) = validate_suite_file(tmp_path)
     assert problem.line == 7
     assert "max_distance" in str(problem)
+
+
+AGENT_SUITE = """id: agent
+harness: {python: "agent:work"}
+tasks:
+  - id: t
+    input: go
+    graders:
+      - tool_called: {name: search, args: {q: go}}
+      - tool_not_called: delete
+      - tool_order: [search, write]
+      - max_tool_calls: 2
+      - max_tool_calls: {n: 1, name: search}
+      - max_turns: 3
+      - no_tool_errors:
+"""
+
+AGENT = """
+from trialkit import Reply, ToolCall
+
+def work(prompt):
+    return Reply(output="done", tool_calls=[
+        ToolCall(id="1", name="search", arguments={"q": prompt}, result="found"),
+        ToolCall(id="2", name="write", arguments={"path": "x"}, result="ok"),
+    ])
+"""
+
+
+def test_the_agent_graders_by_short_name(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text(AGENT_SUITE)
+    (tmp_path / "agent.py").write_text(AGENT)
+    report = run_sync(load_suite_file(tmp_path))
+    scores = report.tasks[0].results[0].scores
+    assert [s.verdict for s in scores] == ["pass"] * 7, [(s.name, s.rationale) for s in scores]

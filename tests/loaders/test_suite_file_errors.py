@@ -15,7 +15,9 @@ from ._files import problems_of, write
 GRADER_LIST = (
     "graders: contains, not_contains, matches, equals, valid_json, agent_failed, all_of, "
     "any_of, weighted, predicate, starts_with, contains_any, contains_all, fuzzy_match, "
-    "levenshtein, python, judge"
+    "levenshtein, tool_called, tool_not_called, tool_order, max_tool_calls, max_turns, "
+    "no_tool_errors, file_exists, file_absent, file_contains, file_json, only_changed, "
+    "unchanged, python, judge"
 )
 
 

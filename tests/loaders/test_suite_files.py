@@ -161,6 +161,9 @@ def test_every_built_in_grader_by_short_name(tmp_path: Path) -> None:
     assert (built[17].description, built[17].pass_at) == ("short answer", 0.5)
     names = {"contains", "not_contains", "matches", "equals", "valid_json", "agent_failed"}
     names |= {"starts_with", "contains_any", "contains_all", "fuzzy_match", "levenshtein"}
+    names |= {"tool_called", "tool_not_called", "tool_order", "max_tool_calls", "max_turns"}
+    names |= {"no_tool_errors", "file_exists", "file_absent", "file_contains", "file_json"}
+    names |= {"only_changed", "unchanged"}
     assert names | {"all_of", "any_of", "weighted", "predicate", "python", "judge"} == set(GRADERS)
 
 

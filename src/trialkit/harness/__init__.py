@@ -3,6 +3,8 @@
 from trialkit.harness.base import Harness, HarnessLike, Reply, Session, TrialContext
 from trialkit.harness.chat import ChatHarness
 from trialkit.harness.function import FunctionHarness, SessionHarness, as_harness, recorded
+from trialkit.harness.tool_agent import ToolAgent
+from trialkit.harness.tools import Tool, ToolArgumentsError, call_tool, tool_spec
 
 __all__ = [
     "ChatHarness",
@@ -12,7 +14,12 @@ __all__ = [
     "Reply",
     "Session",
     "SessionHarness",
+    "Tool",
+    "ToolAgent",
+    "ToolArgumentsError",
     "TrialContext",
     "as_harness",
+    "call_tool",
     "recorded",
+    "tool_spec",
 ]

@@ -7,7 +7,8 @@ hold and what importers of other formats produce; `build_suite` makes the runtim
 from trialkit.loaders.errors import Problem, SuiteFileError
 from trialkit.loaders.suite_file.build import build_suite
 from trialkit.loaders.suite_file.context import BuildContext, Locator
-from trialkit.loaders.suite_file.grader_specs import GRADERS, GraderEntry, GraderSpec
+from trialkit.loaders.suite_file.entry import GraderEntry
+from trialkit.loaders.suite_file.grader_specs import GRADERS, GraderSpec
 from trialkit.loaders.suite_file.load import (
     SUITE_FILE_NAMES,
     dump_suite_model,

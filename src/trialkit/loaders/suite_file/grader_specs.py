@@ -19,14 +19,29 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, JsonValue, field_validator
 
 from trialkit import graders
 from trialkit.graders.base import Grader, GraderLike, as_grader
 from trialkit.loaders.errors import FieldPath
+from trialkit.loaders.suite_file.agent_specs import (
+    FileAbsent,
+    FileContains,
+    FileExists,
+    FileJson,
+    MaxToolCalls,
+    MaxTurns,
+    NoToolErrors,
+    OnlyChanged,
+    ToolCalled,
+    ToolNotCalled,
+    ToolOrder,
+    Unchanged,
+)
 from trialkit.loaders.suite_file.context import BuildContext
+from trialkit.loaders.suite_file.entry import GraderEntry
 from trialkit.loaders.suite_file.fields import (
     TEXT_SCHEMA,
     FileModel,
@@ -42,26 +57,6 @@ from trialkit.loaders.suite_file.fields import (
 )
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
-
-
-class GraderEntry(FileModel):
-    """A grader in a suite file: a mapping whose one key is the grader's short name."""
-
-    name: ClassVar[str]
-
-    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
-        """The runtime grader, or `None` after recording a problem at `path`."""
-        raise NotImplementedError
-
-    def _make(
-        self, ctx: BuildContext, path: FieldPath, make: Any, *args: Any, **kw: Any
-    ) -> GraderLike | None:
-        try:
-            made: GraderLike = make(*args, **kw)
-            return made
-        except (TypeError, ValueError) as exc:
-            ctx.problem((*path, self.name), str(exc))
-            return None
 
 
 class TextArgs(Shorthand):
@@ -448,6 +443,18 @@ GRADERS: Mapping[str, type[GraderEntry]] = MappingProxyType(
             ContainsAll,
             FuzzyMatch,
             Levenshtein,
+            ToolCalled,
+            ToolNotCalled,
+            ToolOrder,
+            MaxToolCalls,
+            MaxTurns,
+            NoToolErrors,
+            FileExists,
+            FileAbsent,
+            FileContains,
+            FileJson,
+            OnlyChanged,
+            Unchanged,
             PythonGrader,
             Judge,
         )
