@@ -73,6 +73,7 @@ class TrialRunner:
                 )
         finally:
             if state.world_ready:
+                self.env.keep_for(state.world, self._verdict(state), run_id=self.run_id)
                 await self._teardown(state)
             deactivate(token)
         transcript = recorder.transcript

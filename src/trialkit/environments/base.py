@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trialkit.outcome import Outcome
+    from trialkit.score import Verdict
     from trialkit.task import Task
 
 
@@ -28,6 +29,11 @@ class Environment:
 
     async def capture(self, world: Any, outcome: Outcome) -> None:
         return None
+
+    def keep_for(self, world: Any, verdict: Verdict, *, run_id: str | None = None) -> bool:
+        """Told the trial's verdict just before `teardown`; returns whether the world will be
+        kept for inspection (a workspace of a failing trial, say). Keeps nothing by default."""
+        return False
 
     async def teardown(self, world: Any) -> None:
         return None
