@@ -71,3 +71,34 @@ def test_the_agent_graders_by_short_name(tmp_path: Path) -> None:
     report = run_sync(load_suite_file(tmp_path))
     scores = report.tasks[0].results[0].scores
     assert [s.verdict for s in scores] == ["pass"] * 7, [(s.name, s.rationale) for s in scores]
+
+
+WORKSPACE_SUITE = """id: ws
+harness: {python: "writer:write"}
+environment: {workspace: fixtures/notes}
+tasks:
+  - id: t
+    input: hello
+    graders:
+      - file_contains: {path: inbox.md, text: hello}
+      - only_changed: ["*.md"]
+      - unchanged: [index.md]
+"""
+
+WRITER = """
+from pathlib import Path
+
+def write(prompt, ctx):
+    (Path(ctx.world.path) / "inbox.md").write_text(prompt)
+    return "filed"
+"""
+
+
+def test_a_workspace_environment_from_a_suite_file(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text(WORKSPACE_SUITE)
+    (tmp_path / "writer.py").write_text(WRITER)
+    (tmp_path / "fixtures" / "notes").mkdir(parents=True)
+    (tmp_path / "fixtures" / "notes" / "index.md").write_text("# Index\n")
+    report = run_sync(load_suite_file(tmp_path))
+    result = report.tasks[0].results[0]
+    assert result.verdict == "pass", [(s.name, s.rationale) for s in result.scores]

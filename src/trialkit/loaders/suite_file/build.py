@@ -204,10 +204,13 @@ def _environment(ctx: BuildContext, model: SuiteFile, base_dir: Path) -> Environ
     spec = model.environment
     if isinstance(spec, WorkspaceEnvironment):
         path = ("environment", "workspace")
-        if not (base_dir / spec.workspace).is_dir():
-            ctx.problem(path, f"no such folder: {base_dir / spec.workspace}")
-        ctx.problem(path, f"workspaces are {NOT_IN_VERSION}")
-        return None
+        fixture = base_dir / spec.workspace
+        if not fixture.is_dir():
+            ctx.problem(path, f"no such folder: {fixture}")
+            return None
+        from trialkit.environments.workspace import Workspace
+
+        return Workspace(fixture)
     if not isinstance(spec, PythonEnvironment):
         return None
     path = ("environment", "python")

@@ -158,7 +158,7 @@ _ENV_KEYS = ("workspace", "python")
 
 
 class WorkspaceEnvironment(FileModel):
-    """A fresh copy of a fixture folder per trial (not in this version of trialkit)."""
+    """A fresh copy of a fixture folder per trial, with its diff captured (a `Workspace`)."""
 
     workspace: str
     """The fixture folder, relative to the suite's folder (e.g. fixtures/repo)."""
