@@ -14,6 +14,7 @@ from pydantic import AwareDatetime, Field
 
 from trialkit import metrics
 from trialkit._record import ErrorInfo, Record
+from trialkit.models.pricing import add_costs
 from trialkit.score import Score, Verdict
 from trialkit.task import SuiteKind
 from trialkit.transcript import Usage
@@ -287,8 +288,8 @@ def totals_of(results: Sequence[TrialResult]) -> TaskTotals:
         unknown=verdicts.count(Verdict.UNKNOWN),
         usage=sum((r.usage for r in results), Usage()),
         grader_usage=sum((r.grader_usage for r in results), Usage()),
-        cost_usd=_sum_known([r.cost_usd for r in results]),
-        grader_cost_usd=_sum_known([r.grader_cost_usd for r in results]),
+        cost_usd=add_costs(*[r.cost_usd for r in results]),
+        grader_cost_usd=add_costs(*[r.grader_cost_usd for r in results]),
         measures=measures_of(results),
     )
 
@@ -375,11 +376,6 @@ class _PassCurves:
         return self._seen[key]
 
 
-def _sum_known(costs: Sequence[float | None]) -> float | None:
-    """The total (correctly rounded), or `None` if any part is unknown: never zero then."""
-    return None if None in costs else math.fsum(c for c in costs if c is not None)
-
-
 def build_summary(
     tasks: Sequence[TaskReport], measures: Measures, *, duration_s: float | None = None
 ) -> Summary:
@@ -413,8 +409,8 @@ def build_summary(
         latency_p95_s=measures.latency_p95_s,
         usage=sum((t.usage for t in tasks), Usage()),
         grader_usage=sum((t.grader_usage for t in tasks), Usage()),
-        cost_usd=_sum_known([t.cost_usd for t in tasks]),
-        grader_cost_usd=_sum_known([t.grader_cost_usd for t in tasks]),
+        cost_usd=add_costs(*[t.cost_usd for t in tasks]),
+        grader_cost_usd=add_costs(*[t.grader_cost_usd for t in tasks]),
         duration_s=duration_s,
     )
 

@@ -21,6 +21,7 @@ from trialkit.harness.base import Harness, Reply, TrialContext
 from trialkit.harness.chat import ChatHarness
 from trialkit.models.base import Model
 from trialkit.models.context import calls_as
+from trialkit.models.pricing import add_costs
 from trialkit.outcome import Outcome
 from trialkit.score import Score, Verdict
 from trialkit.task import Suite, Task
@@ -305,14 +306,8 @@ def _is_async_grader(g: Grader) -> bool:
 
 
 def _cost(calls: Sequence[Any]) -> float | None:
-    if not calls:
-        return None
-    total = 0.0
-    for call in calls:
-        if call.cost_usd is None:
-            return None
-        total += call.cost_usd
-    return total
+    """What the calls cost; `None` when there were none (unknown, not free) or a price is."""
+    return add_costs(*(call.cost_usd for call in calls)) if calls else None
 
 
 def _grader_cost(calls: Sequence[Any]) -> float | None:

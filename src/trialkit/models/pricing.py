@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from trialkit.transcript import Usage
@@ -67,10 +68,8 @@ def _known(provider: str, name: str) -> bool:
 
 
 def add_costs(*costs: float | None) -> float | None:
-    """The sum, or `None` when any part is unknown."""
-    total = 0.0
-    for cost in costs:
-        if cost is None:
-            return None
-        total += cost
-    return total
+    """The sum (correctly rounded, so any order gives the same total), or `None` when any part
+    is unknown: an unknown cost is never counted as zero."""
+    if None in costs:
+        return None
+    return math.fsum(c for c in costs if c is not None)
