@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trialkit import GradeContext, Suite, Task, Transcript, Turns, run_sync
+from trialkit.harness.base import TrialContext
 from trialkit.harness.tool_agent import ToolAgent
 from trialkit.models import ModelRequest, ScriptedModel
 from trialkit.models.base import ForceTool
@@ -235,3 +236,18 @@ def test_bad_configurations_are_refused() -> None:
         ToolAgent("scripted/x", [add, add])
     with pytest.raises(TypeError, match=r"\*args"):
         ToolAgent("scripted/x", [print])
+
+
+def test_tools_that_take_the_trial_context_get_the_trials() -> None:
+    seen: list[tuple[str, int]] = []
+
+    def where(ctx: TrialContext) -> str:
+        """Which trial is this?"""
+        seen.append((ctx.task.id, ctx.trial_index))
+        return "here"
+
+    run = Run()
+    transcript = run(ToolAgent(run.spy([call("where"), "done"]), [where]))
+    assert seen == [("t", 0)]
+    assert transcript.tool_calls[0].result == "here"
+    assert "ctx" not in run.requests[0].tools[0].parameters["properties"]

@@ -9,6 +9,8 @@ import anyio.lowlevel
 import pytest
 from pydantic import BaseModel, Field
 
+from trialkit import Task
+from trialkit.harness.base import TrialContext
 from trialkit.harness.tools import Tool, ToolArgumentsError, call_tool, tool_spec
 from trialkit.models.base import ToolSpec
 
@@ -228,3 +230,29 @@ def test_tool_exceptions_propagate_from_call_tool() -> None:
 
     with pytest.raises(RuntimeError, match="nope"):
         anyio.run(call_tool, boom, {})
+
+
+def note_here(ctx: TrialContext, text: str) -> str:
+    """Note where the tool ran."""
+    return f"{ctx.task.id}#{ctx.trial_index}: {text}"
+
+
+def test_a_trial_context_parameter_is_hidden_and_injected() -> None:
+    tool = Tool(note_here)
+    assert tool.spec.parameters["properties"] == {"text": {"type": "string"}}
+    assert tool.spec.parameters["required"] == ["text"]
+    ctx = TrialContext(task=Task(id="t", input="go"), trial_index=2)
+    assert anyio.run(lambda: tool.call({"text": "hi"}, ctx=ctx)) == "t#2: hi"
+    with pytest.raises(ToolArgumentsError):  # the model cannot pass the context itself
+        anyio.run(lambda: tool.call({"text": "hi", "ctx": "x"}, ctx=ctx))
+    with pytest.raises(RuntimeError, match="outside a trial"):
+        anyio.run(lambda: tool.call({"text": "hi"}))
+
+
+def test_two_trial_context_parameters_are_refused() -> None:
+    def twice(a: TrialContext, b: TrialContext) -> str:
+        """Twice."""
+        return ""
+
+    with pytest.raises(TypeError, match="two parameters take the TrialContext"):
+        Tool(twice)

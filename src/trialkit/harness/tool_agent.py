@@ -69,19 +69,21 @@ class ToolAgent(ChatHarness):
     async def session(self, ctx: TrialContext) -> Session:
         system = self.system if self.system is not None else ctx.system
         config = self.config or ctx.task.config or ctx.config or GenerationConfig()
-        return _ToolSession(self, self.resolve(ctx), system, config, ctx.task.response_format)
+        return _ToolSession(self, ctx, self.resolve(ctx), system, config, ctx.task.response_format)
 
 
 class _ToolSession(Session):
     def __init__(
         self,
         agent: ToolAgent,
+        ctx: TrialContext,
         model: ManagedModel,
         system: str | None,
         config: GenerationConfig,
         response_format: ResponseFormat | None,
     ) -> None:
         self.agent = agent
+        self.ctx = ctx
         self.model = model
         self.system = system
         self.config = config
@@ -161,7 +163,7 @@ class _ToolSession(Session):
             )
         else:
             try:
-                result = await tool.call(call.arguments)
+                result = await tool.call(call.arguments, ctx=self.ctx)
                 is_error = False
             except ToolArgumentsError as exc:
                 result = str(exc)

@@ -18,6 +18,17 @@ The parameters' types come from their type hints, read by pydantic, so `str`, `i
 `bool`, `list[str]`, `dict`, `Literal[...]`, `X | None`, `Annotated[X, Field(...)]` and pydantic
 models all work. Descriptions come from `Field(description=...)` or, failing that, from a
 Google-style `Args:` section of the docstring.
+
+A tool that needs to know which trial it serves (to work in that trial's workspace, say)
+declares a parameter annotated `TrialContext`; it is left out of the schema the model sees and
+filled in by `Tool.call(arguments, ctx=...)`:
+
+```python
+def write_note(ctx: TrialContext, path: str, text: str) -> str:
+    \"\"\"Write a note.\"\"\"
+    (ctx.world.path / path).write_text(text)
+    return "saved"
+```
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
+from trialkit.harness.base import TrialContext
 from trialkit.models.base import ToolSpec
 
 __all__ = ["Tool", "ToolArgumentsError", "call_tool", "tool_spec"]
@@ -76,6 +88,8 @@ class Tool:
         self.description = description if description is not None else _summary(doc)
         self._positional: list[str] = []
         self._keyword: list[str] = []
+        self.context_param: str | None = None
+        """The parameter that receives the `TrialContext`, if the tool takes one."""
         self._model = self._arguments_model(_arg_docs(doc))
         schema = self._model.model_json_schema(schema_generator=_NoFieldTitles)
         schema.pop("title", None)
@@ -99,11 +113,21 @@ class Tool:
                     f"tool {self.name!r}: {star}{pname} is not supported; a tool's parameters "
                     "must be named, so the model can be told what to pass"
                 )
+            annotation = hints.get(pname, Any)
+            if annotation is TrialContext:
+                if self.context_param is not None:
+                    raise TypeError(f"tool {self.name!r}: two parameters take the TrialContext")
+                if param.kind is param.POSITIONAL_ONLY:
+                    raise TypeError(
+                        f"tool {self.name!r}: the TrialContext parameter {pname!r} "
+                        "cannot be positional-only"
+                    )
+                self.context_param = pname
+                continue
             if param.kind is param.POSITIONAL_ONLY:
                 self._positional.append(pname)
             else:
                 self._keyword.append(pname)
-            annotation = hints.get(pname, Any)
             default = ... if param.default is param.empty else param.default
             info: dict[str, Any] = {"alias": pname}
             if pname in docs and not _has_description(annotation):
@@ -131,12 +155,20 @@ class Tool:
         }
         return [values[n] for n in self._positional], {n: values[n] for n in self._keyword}
 
-    async def call(self, arguments: Mapping[str, Any]) -> str:
+    async def call(self, arguments: Mapping[str, Any], *, ctx: TrialContext | None = None) -> str:
         """Validate `arguments`, run the tool and return its result as text.
 
-        Raises `ToolArgumentsError` for bad arguments, and whatever the tool raises.
+        `ctx` is passed to a tool that declared a `TrialContext` parameter. Raises
+        `ToolArgumentsError` for bad arguments, and whatever the tool raises.
         """
         args, kwargs = self.validate(arguments)
+        if self.context_param is not None:
+            if ctx is None:
+                raise RuntimeError(
+                    f"tool {self.name!r} takes the trial's context, but was called outside a "
+                    "trial (pass ctx=...)"
+                )
+            kwargs[self.context_param] = ctx
         if _is_async(self.fn):
             result = await self.fn(*args, **kwargs)
         else:
