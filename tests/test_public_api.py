@@ -81,6 +81,7 @@ def test_graders_exports() -> None:
         "pair_tool_calls",
         "parse_json_output",
         "predicate",
+        "probe",
         "shared",
         "starts_with",
         "state",

@@ -6,6 +6,7 @@ Everything that goes wrong inside becomes data on the `Trial`; the runner only s
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,10 +14,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import pydantic_core
 
 from trialkit._record import ErrorInfo
 from trialkit.environments.base import Environment
 from trialkit.graders.base import GradeContext, Grader, combine_verdicts, run_grader
+from trialkit.graders.state import call_user
 from trialkit.harness.base import Harness, Reply, TrialContext
 from trialkit.harness.chat import ChatHarness
 from trialkit.models.base import Model
@@ -168,6 +171,7 @@ class TrialRunner:
         session = None
         try:
             session = await self.harness.session(ctx)
+            probes = self.suite.probes_for(ctx.task)
             for number, turn in enumerate(ctx.task.turns):
                 recorder.turn = number
                 start = recorder.elapsed()
@@ -178,6 +182,8 @@ class TrialRunner:
                         recorder.add_message(message)
                 reply = await session.send(turn)
                 _record_reply(recorder, reply, number, turn, start)
+                if probes:
+                    await _probe(recorder.transcript.turns[-1], probes, ctx.world)
                 outcome.output = reply.output
                 outcome.state.update(reply.state)
                 if reply.is_error:
@@ -260,6 +266,18 @@ def _record_reply(
             duration_s=recorder.elapsed() - start,
         )
     )
+
+
+async def _probe(turn: Turn, probes: dict[str, Callable[[Any], Any]], world: Any) -> None:
+    """Ask each probe about the world as it is after `turn`; answers and errors go on it."""
+    for name, query in probes.items():
+        try:
+            value = await call_user(query, world)
+            turn.probes[name] = json.loads(
+                pydantic_core.to_json(value, fallback=repr, inf_nan_mode="null")
+            )
+        except Exception as exc:
+            turn.probe_errors[name] = f"{type(exc).__name__}: {exc}"
 
 
 _COMPLETED = "agent_completed"

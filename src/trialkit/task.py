@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -108,6 +108,10 @@ class Task:
     """Asks a model harness for JSON output (optionally matching a JSON Schema)."""
     kind: SuiteKind | KindName | None = None
     """For a task in a `mixed` suite: `capability` or `regression`."""
+    probes: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+    """Queries of the world run after each user turn (sync or async, given the environment's
+    world); each answer is recorded in that turn of the transcript (`Turn.probes`), so a
+    grader can tell *when* something became true (`graders.probe`). Added to the suite's."""
 
     def __post_init__(self) -> None:
         where = f"task {self.id!r}"
@@ -138,6 +142,7 @@ class Task:
                 raise SuiteError(f"{where}: kind: a task is 'capability' or 'regression'")
         self.graders = list(self.graders)
         self.tags = list(self.tags)
+        self.probes = _check_probes(self.probes, where)
 
     @property
     def turns(self) -> list[str | list[Message]]:
@@ -158,6 +163,19 @@ class Task:
 
 
 _ID_FORBIDDEN = re.compile(r"[/#\x00-\x1f]")
+
+
+def _check_probes(probes: object, where: str) -> dict[str, Callable[[Any], Any]]:
+    if not isinstance(probes, Mapping):
+        raise SuiteError(f"{where}: probes: expected a mapping of names to callables")
+    for name, query in probes.items():
+        if not isinstance(name, str) or not name:
+            raise SuiteError(f"{where}: probes: names must be non-empty strings, got {name!r}")
+        if not callable(query):
+            raise SuiteError(
+                f"{where}: probes: {name}: expected a callable, got {type(query).__name__}"
+            )
+    return dict(probes)
 
 
 @dataclass
@@ -184,11 +202,14 @@ class Suite:
     timeout: float = DEFAULT_TIMEOUT_S
     description: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    probes: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+    """Queries of the world run after each user turn of every task (see `Task.probes`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
             raise SuiteError("suite: id: must be a non-empty string")
         where = f"suite {self.id!r}"
+        self.probes = _check_probes(self.probes, where)
         try:
             self.kind = SuiteKind(self.kind)
         except ValueError:
@@ -215,6 +236,10 @@ class Suite:
                     "kind ('capability' or 'regression')"
                 )
         self.graders = list(self.graders)
+
+    def probes_for(self, task: Task) -> dict[str, Callable[[Any], Any]]:
+        """The suite's probes and the task's (the task's win on a shared name)."""
+        return {**self.probes, **task.probes} if self.probes else task.probes
 
     def task_kind(self, task: Task) -> SuiteKind:
         """The kind that decides this task's verdict."""

@@ -131,6 +131,10 @@ class Turn(Record):
     started_at: float = 0.0
     """Seconds since the trial started."""
     duration_s: float = 0.0
+    probes: dict[str, Any] = Field(default_factory=dict)
+    """What each of the task's probes answered right after this turn (as JSON values)."""
+    probe_errors: dict[str, str] = Field(default_factory=dict)
+    """Probes that raised after this turn: name → the error."""
 
 
 class Timing(Record):

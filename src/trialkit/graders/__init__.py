@@ -23,7 +23,7 @@ from trialkit.graders.match import (
     none_of,
     starts_with,
 )
-from trialkit.graders.state import state
+from trialkit.graders.state import probe, state
 from trialkit.graders.text import (
     agent_failed,
     contains,
@@ -89,6 +89,7 @@ __all__ = [
     "pair_tool_calls",
     "parse_json_output",
     "predicate",
+    "probe",
     "shared",
     "starts_with",
     "state",

@@ -105,3 +105,103 @@ class state(Grader):
         scored = to_score(result, name=self.name, pass_at=self.pass_at)
         scored.rationale = shown if not scored.rationale else f"{scored.rationale} ({shown})"
         return scored
+
+
+_UNSET: Any = object()
+
+
+@dataclass(init=False)
+class probe(Grader):
+    """Grade what a task's probe answered between turns (see `Task.probes`): *when* a fact
+    about the world became true, not only whether it holds at the end.
+
+    - `probe("note_filed", values=[False, True])`: the answers after each turn, in order.
+    - `probe("note_filed", True, turn=1)`: the answer after turn 1 (0-based; -1, the default,
+      is the last turn the agent took).
+    - `probe("rows", where=lambda n: n >= 3, turn=-1)`: a predicate on the answer.
+
+    A probe that raised after the turn in question, or one the task does not define, makes the
+    score an error; a turn the agent never reached (it stopped early) makes it a fail.
+    """
+
+    probe_name: str
+    expected: Any
+    values: list[Any] | None
+    turn: int
+    where: Callable[[Any], Any] | None
+    _name: str | None = field(repr=False)
+
+    def __init__(
+        self,
+        probe_name: str,
+        expected: Any = _UNSET,
+        *,
+        turn: int = -1,
+        values: list[Any] | None = None,
+        where: Callable[[Any], Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        given = [expected is not _UNSET, values is not None, where is not None]
+        if sum(given) != 1:
+            raise ValueError(
+                f"probe({probe_name!r}): give exactly one of an expected value, values=[...] "
+                "(one per turn) or where=..."
+            )
+        if values is not None and turn != -1:
+            raise ValueError(f"probe({probe_name!r}): values=[...] covers every turn; drop turn")
+        if where is not None and not callable(where):
+            raise TypeError(f"probe({probe_name!r}): where must be callable")
+        self.probe_name, self.expected, self.values = probe_name, expected, values
+        self.turn, self.where, self._name = turn, where, name
+
+    @property
+    def name(self) -> str:
+        return self._name or f"probe({self.probe_name})"
+
+    async def grade(self, ctx: GradeContext) -> Score:
+        turns = ctx.transcript.turns
+        seen = [
+            t for t in turns if self.probe_name in t.probes or self.probe_name in t.probe_errors
+        ]
+        if turns and not seen:
+            raise LookupError(
+                f"no probe named {self.probe_name!r} ran in this trial; define it in the "
+                "task's or the suite's probes"
+            )
+        for t in turns:
+            if self.probe_name in t.probe_errors:
+                raise RuntimeError(
+                    f"probe {self.probe_name!r} raised after turn {t.index}: "
+                    f"{t.probe_errors[self.probe_name]}"
+                )
+        answers = [t.probes[self.probe_name] for t in turns]
+        if self.values is not None:
+            ok = answers == list(self.values)
+            return Score.from_bool(
+                ok,
+                name=self.name,
+                rationale=f"after each turn: {_short(repr(answers))}"
+                + ("" if ok else f", expected {_short(repr(self.values))}"),
+            )
+        try:
+            answer = answers[self.turn]
+        except IndexError:
+            return Score.from_bool(
+                False,
+                name=self.name,
+                rationale=f"the agent never finished turn {self.turn} ({len(turns)} turn(s) taken)",
+            )
+        at = f"after turn {self.turn if self.turn >= 0 else len(turns) + self.turn}"
+        if self.where is not None:
+            result = await call_user(self.where, answer)
+            scored = to_score(result, name=self.name)
+            shown = f"{at}: {_short(repr(answer))}"
+            scored.rationale = shown if not scored.rationale else f"{scored.rationale} ({shown})"
+            return scored
+        ok = answer == self.expected
+        return Score.from_bool(
+            ok,
+            name=self.name,
+            rationale=f"{at}: {_short(repr(answer))}"
+            + ("" if ok else f", expected {_short(repr(self.expected))}"),
+        )
