@@ -98,6 +98,7 @@ def test_harness_exports() -> None:
     assert sorted(trialkit.harness.__all__) == [
         "ChatHarness",
         "FunctionHarness",
+        "GiveUp",
         "Harness",
         "HarnessLike",
         "Reply",

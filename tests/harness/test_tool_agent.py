@@ -7,6 +7,7 @@ import pytest
 from trialkit import GradeContext, Suite, Task, Transcript, Turns, run_sync
 from trialkit.harness.base import TrialContext
 from trialkit.harness.tool_agent import ToolAgent
+from trialkit.harness.tools import GiveUp
 from trialkit.models import ModelRequest, ScriptedModel
 from trialkit.models.base import ForceTool
 from trialkit.transcript import Message, ToolCall
@@ -251,3 +252,44 @@ def test_tools_that_take_the_trial_context_get_the_trials() -> None:
     assert seen == [("t", 0)]
     assert transcript.tool_calls[0].result == "here"
     assert "ctx" not in run.requests[0].tools[0].parameters["properties"]
+
+
+def test_a_tool_that_gives_up_ends_the_turn_as_a_reported_failure() -> None:
+    def give_up(reason: str) -> str:
+        """Say the task cannot be done."""
+        raise GiveUp(reason)
+
+    run = Run()
+    agent = ToolAgent(
+        run.spy([[call("give_up", "c1", reason="no such area"), call("add", "c2", a=1, b=2)]]),
+        [give_up, add],
+    )
+    transcript = run(agent)
+    assert [(c.name, c.result, c.is_error) for c in transcript.tool_calls] == [
+        ("give_up", "gave up: no such area", True),
+        ("add", "not run: an earlier tool call gave up the turn", True),
+    ]
+    (turn,) = transcript.turns
+    assert turn.is_error
+    assert len(run.requests) == 1  # the model is not asked again
+
+
+def test_giving_up_is_the_expected_failure_of_an_impossible_task() -> None:
+    def give_up(reason: str) -> str:
+        """Say the task cannot be done."""
+        raise GiveUp(reason)
+
+    agent = ToolAgent(ScriptedModel("m", [call("give_up", reason="impossible")]), [give_up])
+    suite = Suite(
+        id="s",
+        harness=agent,
+        tasks=[
+            Task(
+                id="t",
+                input="Divide by zero.",
+                expect="failure",
+                graders=[lambda ctx: ctx.outcome.failed and ctx.outcome.failure == "impossible"],
+            )
+        ],
+    )
+    assert run_sync(suite).tasks[0].verdict == "pass"

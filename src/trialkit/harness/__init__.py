@@ -4,11 +4,12 @@ from trialkit.harness.base import Harness, HarnessLike, Reply, Session, TrialCon
 from trialkit.harness.chat import ChatHarness
 from trialkit.harness.function import FunctionHarness, SessionHarness, as_harness, recorded
 from trialkit.harness.tool_agent import ToolAgent
-from trialkit.harness.tools import Tool, ToolArgumentsError, call_tool, tool_spec
+from trialkit.harness.tools import GiveUp, Tool, ToolArgumentsError, call_tool, tool_spec
 
 __all__ = [
     "ChatHarness",
     "FunctionHarness",
+    "GiveUp",
     "Harness",
     "HarnessLike",
     "Reply",

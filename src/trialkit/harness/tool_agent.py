@@ -11,8 +11,9 @@ suite = Suite(harness=ToolAgent("openai/gpt-4o-mini", [add]), tasks=[...])
 Each user turn runs the loop: the model is called with the tools; while it asks for tool calls,
 they run (in order) and their results go back to it; its first answer without tool calls is the
 turn's output. A tool that raises, an unknown tool name or arguments that do not fit the
-signature become error results the model sees — the loop never raises for them. Every call,
-with its result, lands in the trial's transcript.
+signature become error results the model sees — the loop never raises for them. A tool that
+raises `GiveUp` ends the turn as a reported failure (`outcome.failed`). Every call, with its
+result, lands in the trial's transcript.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from trialkit.harness.base import Reply, Session, TrialContext
 from trialkit.harness.chat import ChatHarness
-from trialkit.harness.tools import Tool, ToolArgumentsError
+from trialkit.harness.tools import GiveUp, Tool, ToolArgumentsError
 from trialkit.models.base import GenerationConfig, Model, ModelRequest, ResponseFormat, ToolChoice
 from trialkit.models.managed import ManagedModel
 from trialkit.transcript import Message, ToolCall, current_recorder
@@ -126,12 +127,13 @@ class _ToolSession(Session):
                     output=response.text, messages=steps, tool_calls=calls, reasoning=reasoning
                 )
             stop = turns >= self.agent.max_turns
+            gave_up: str | None = None
             for asked in said.tool_calls:
-                done = (
-                    asked.model_copy(update={"result": _STOPPED.format(turns), "is_error": True})
-                    if stop
-                    else await self._run(asked)
-                )
+                if stop or gave_up is not None:
+                    reason = _STOPPED.format(turns) if stop else _SKIPPED
+                    done = asked.model_copy(update={"result": reason, "is_error": True})
+                else:
+                    done, gave_up = await self._run(asked)
                 calls.append(done)
                 answer = Message(
                     role="tool",
@@ -141,6 +143,14 @@ class _ToolSession(Session):
                 )
                 self.history.append(answer)
                 steps.append(answer)
+            if gave_up is not None:
+                return Reply(
+                    is_error=True,
+                    error=gave_up,
+                    messages=steps,
+                    tool_calls=calls,
+                    reasoning=reasoning,
+                )
             if stop:
                 error = f"stopped after {turns} model turns without a final answer"
                 return Reply(
@@ -151,12 +161,14 @@ class _ToolSession(Session):
                     reasoning=reasoning,
                 )
 
-    async def _run(self, call: ToolCall) -> ToolCall:
+    async def _run(self, call: ToolCall) -> tuple[ToolCall, str | None]:
+        """Run one tool call; the reason too when the tool gave up the turn."""
         recorder = current_recorder()
         started = recorder.elapsed() if recorder is not None else None
         clock = time.perf_counter()
         tool = self.agent.tools.get(call.name)
         is_error = True
+        gave_up: str | None = None
         if tool is None:
             result = f"no tool named {call.name!r}; the tools are: " + (
                 ", ".join(self.agent.tools) or "none"
@@ -167,9 +179,12 @@ class _ToolSession(Session):
                 is_error = False
             except ToolArgumentsError as exc:
                 result = str(exc)
+            except GiveUp as exc:
+                gave_up = str(exc) or f"{call.name} gave up"
+                result = f"gave up: {gave_up}"
             except Exception as exc:
                 result = f"{type(exc).__name__}: {exc}"
-        return call.model_copy(
+        done = call.model_copy(
             update={
                 "result": result,
                 "is_error": is_error,
@@ -177,6 +192,8 @@ class _ToolSession(Session):
                 "duration_s": time.perf_counter() - clock,
             }
         )
+        return done, gave_up
 
 
 _STOPPED = "not run: the agent stopped after {} model turns"
+_SKIPPED = "not run: an earlier tool call gave up the turn"

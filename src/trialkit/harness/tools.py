@@ -49,11 +49,19 @@ from pydantic.json_schema import GenerateJsonSchema
 from trialkit.harness.base import TrialContext
 from trialkit.models.base import ToolSpec
 
-__all__ = ["Tool", "ToolArgumentsError", "call_tool", "tool_spec"]
+__all__ = ["GiveUp", "Tool", "ToolArgumentsError", "call_tool", "tool_spec"]
 
 
 class ToolArgumentsError(ValueError):
     """The arguments a model gave a tool do not fit the tool's signature."""
+
+
+class GiveUp(Exception):
+    """Raised by a tool to end the agent's turn as a reported failure.
+
+    A `give_up(reason)` tool that raises it lets a model say "this cannot be done" in a way
+    graders can check (`outcome.failed`), which is what an `expect="failure"` task looks for.
+    """
 
 
 class _NoFieldTitles(GenerateJsonSchema):
