@@ -453,3 +453,15 @@ def test_a_grader_error_shows_its_traceback_with_full() -> None:
         render_trial, trial
     )
     assert 'raise RuntimeError("disk full")' in render(render_trial, trial, full=True)
+
+
+def test_probe_answers_show_under_their_turn() -> None:
+    trial = agent_trial()
+    first, second = trial.transcript.turns
+    first.probes = {"tidy": False, "items": 2}
+    second.probes = {"tidy": True}
+    second.probe_errors = {"items": "OSError: gone"}
+    shown = render(render_trial, trial)
+    turn_1 = shown.index("turn 1 ·")
+    assert shown.index("probes after this turn: tidy=false items=2") < turn_1
+    assert shown.index("probes after this turn: tidy=true items raised OSError: gone") > turn_1

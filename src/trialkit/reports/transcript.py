@@ -242,7 +242,18 @@ def _turn(view: TurnView, full: bool) -> list[RenderableType]:
     lines += _replies(view, full)
     for call in view.model_calls:
         lines.append(indented(_model_call(call), 2))
+    if view.turn is not None and (view.turn.probes or view.turn.probe_errors):
+        lines.append(indented(_probes(view.turn), 2))
     return lines
+
+
+def _probes(turn: Turn) -> Text:
+    text = Text("probes after this turn:", style="cyan")
+    for name, value in turn.probes.items():
+        text.append(f" {name}={compact_json(value)}")
+    for name, error in turn.probe_errors.items():
+        text.append(f" {name} raised {error}", style="red")
+    return text
 
 
 def _message(message: Message, indent: int) -> list[RenderableType]:
