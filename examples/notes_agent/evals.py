@@ -82,7 +82,7 @@ suite = Suite(
             input="Journal 2026-11-30: Paid the electricity bill. File it under the Finance "
             "area as a note titled 'Bills'.",
             graders=[
-                graders.predicate("reported failure", lambda ctx: ctx.outcome.failed),
+                graders.agent_failed(),  # it gave up: outcome.failed
                 graders.tool_not_called("write_note"),
                 graders.unchanged("**"),
             ],

@@ -122,7 +122,7 @@ def test_an_agent_that_files_the_impossible_entry_anyway_fails(suite: Suite) -> 
     report = run_sync(only(suite, "refuse-missing-area", ScriptedModel("eager", eager)), trials=1)
     (trial,) = report.tasks[0].results
     failed = {s.name for s in trial.scores if s.verdict == "fail"}
-    assert failed >= {"reported failure", "tool_not_called('write_note')"}
+    assert failed >= {"agent_failed", "tool_not_called('write_note')"}
     assert any(name.startswith("unchanged(") for name in failed)
 
 
