@@ -266,7 +266,7 @@ def test_a_tool_that_gives_up_ends_the_turn_as_a_reported_failure() -> None:
     )
     transcript = run(agent)
     assert [(c.name, c.result, c.is_error) for c in transcript.tool_calls] == [
-        ("give_up", "gave up: no such area", True),
+        ("give_up", "gave up: no such area", False),
         ("add", "not run: an earlier tool call gave up the turn", True),
     ]
     (turn,) = transcript.turns

@@ -179,9 +179,10 @@ class _ToolSession(Session):
                 is_error = False
             except ToolArgumentsError as exc:
                 result = str(exc)
-            except GiveUp as exc:
+            except GiveUp as exc:  # a deliberate answer, not a broken tool
                 gave_up = str(exc) or f"{call.name} gave up"
                 result = f"gave up: {gave_up}"
+                is_error = False
             except Exception as exc:
                 result = f"{type(exc).__name__}: {exc}"
         done = call.model_copy(
