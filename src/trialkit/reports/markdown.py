@@ -87,6 +87,9 @@ def _summary_table(report: Report) -> list[str]:
         ["Trials", f"{s.trials}: {_counts(f.trial_counts(s))}"],
         *([label, inline(value)] for label, value in f.summary_rows(report)),
     ]
+    if s.pending:
+        command = code_span(f"trialkit review {report.run.id}")
+        rows.insert(2, ["Pending review", f"{s.pending} of {s.trials} trials ({command})"])
     lines = _table(["Metric", "Value"], rows, ["---", "---"])
     note = f.pass_k_note(report)
     if note:

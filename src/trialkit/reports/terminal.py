@@ -59,6 +59,10 @@ def render_terminal(report: Report, console: Console, *, details: bool = True) -
             )
     console.print(_task_table(report))
     console.print(_summary_table(report))
+    s = report.summary
+    if s.pending:
+        line = f"Pending review: {s.pending} of {s.trials} trials (trialkit review {report.run.id})"
+        console.print(_plain(line, style="bold magenta"))
     ending = f.run_ending(report)
     if ending:
         console.print(_plain(ending[0].upper() + ending[1:], style="bold yellow"))
@@ -123,6 +127,8 @@ def _task_table(report: Report) -> Table:
             notes.append("flaky", style="yellow")
         if task.expect == "failure":
             notes.append((", " if notes else "") + "expects failure")
+        if task.pending:
+            notes.append((", " if notes else "") + f"{task.pending} pending review")
         row.append(notes)
         table.add_row(*row)
     return table

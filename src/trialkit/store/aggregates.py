@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Select, func, select
@@ -34,6 +35,7 @@ from trialkit.report import (
 from trialkit.score import Verdict
 from trialkit.store import rows
 from trialkit.store.encoding import SafeText
+from trialkit.store.labels import pending_counts
 from trialkit.store.schema import TOKEN_COLUMNS, scores, trials
 from trialkit.transcript import Usage
 
@@ -88,12 +90,14 @@ def load_report(
         small |= _results(conn, query)
     unplanned = set(totals) - planned
     scored = _score_sums(conn, run.id)
+    pending = pending_counts(conn, run.id)
     tasks = []
     for plan in plans:
         if plan.id not in big:
             tasks.append(build_task_report(plan, small.get(plan.id, []), max_results=max_results))
             continue
         task = _big_task_totals(conn, run.id, plan.id, totals[plan.id], scored.get(plan.id))
+        task = replace(task, pending=pending.get(plan.id, 0))
         tasks.append(task_report(plan, task, _listed(conn, run.id, plan.id, max_results)))
     n = sum(totals[plan.id].trials for plan in plans if plan.id in totals)
     measures = _run_measures(conn, run.id, n, planned, unplanned, scored)

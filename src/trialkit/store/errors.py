@@ -17,3 +17,7 @@ class AmbiguousRun(StoreError, LookupError):
 
 class TrialNotFound(StoreError, LookupError):
     """The run has no trial with that task id and index."""
+
+
+class GraderNotFound(StoreError, LookupError):
+    """A label names a grader the trial has no score of."""

@@ -28,6 +28,7 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    false,
     inspect,
     literal,
     select,
@@ -242,6 +243,63 @@ def m005_report_indexes(conn: Connection) -> None:
         conn.execute(CreateIndex(index))
 
 
+def m006_labels(conn: Connection) -> None:
+    """Human review: `scores.pending` (a score waiting for a reviewer) and an index on it, so
+    that reports and `trialkit review` find those in SQL, and the `labels` table: a reviewer's
+    label per trial and grader. Pending scores stored before are marked from the JSON."""
+    md = MetaData()
+    trials = Table(
+        "trials",
+        md,
+        *(Column(name, String) for name in ("run_id", "task_id", "scores")),
+        Column("idx", Integer),
+    )
+    scores = Table(
+        "scores",
+        md,
+        *(Column(name, String) for name in ("run_id", "task_id")),
+        *(Column(name, Integer) for name in ("trial_idx", "position")),
+        Column("pending", Boolean, nullable=False, server_default=false()),
+    )
+    conn.exec_driver_sql(add_column_sql(conn.dialect, scores.c.pending))
+    s = scores.c
+    conn.execute(
+        CreateIndex(Index("ix_scores_pending", s.run_id, s.pending, s.task_id, s.trial_idx))
+    )
+    Table(
+        "labels",
+        md,
+        Column("run_id", String, primary_key=True),
+        Column("task_id", String, primary_key=True),
+        Column("trial_idx", Integer, primary_key=True),
+        Column("grader", String, primary_key=True),
+        Column("verdict", String, nullable=False),
+        Column("score", Float),
+        Column("reviewer", Text),
+        Column("labeled_at", String(32), nullable=False),
+        Column("comment", Text),
+        ForeignKeyConstraint(
+            ["run_id", "task_id", "trial_idx"],
+            ["trials.run_id", "trials.task_id", "trials.idx"],
+            ondelete="CASCADE",
+        ),
+    ).create(conn)
+    # Only a trial whose JSON says so can hold a pending score; the JSON decides which.
+    candidates = select(trials.c.run_id, trials.c.task_id, trials.c.idx, trials.c.scores).where(
+        trials.c.scores.contains('"pending":true', autoescape=True)
+    )
+    key = (s.run_id, s.task_id, s.trial_idx, s.position)
+    mark = scores.update().where(*(c == bindparam(f"k_{c.name}") for c in key)).values(pending=True)
+    marked = [
+        {"k_run_id": row.run_id, "k_task_id": row.task_id, "k_trial_idx": row.idx, "k_position": i}
+        for row in conn.execute(candidates).all()
+        for i, score in enumerate(json.loads(row.scores))
+        if score.get("pending") is True
+    ]
+    if marked:
+        conn.execute(mark, marked)
+
+
 def add_column_sql(dialect: Dialect, column: Column[Any]) -> str:
     """`ALTER TABLE … ADD COLUMN …`, which SQLite and PostgreSQL both run in place for a
     nullable column, or a NOT NULL one with a constant default; the column is rendered by the
@@ -259,6 +317,7 @@ MIGRATIONS: Sequence[Migration] = (
     m003_usage_columns,
     m004_packed_payloads,
     m005_report_indexes,
+    m006_labels,
 )
 """Every migration, in the order they apply. Append only."""
 

@@ -108,13 +108,17 @@ def suite_info(row: StoredRow) -> SuiteInfo:
     )
 
 
+def load_tags(value: str) -> list[str]:
+    return _TAGS.validate_json(value)
+
+
 def task_plan(row: StoredRow) -> TaskPlan:
     return TaskPlan.model_validate(
         {
             "id": row.task_id,
             "kind": row.kind,
             "expect": row.expect,
-            "tags": _TAGS.validate_json(row.tags),
+            "tags": load_tags(row.tags),
         }
     )
 
@@ -143,7 +147,7 @@ def trial_row(trial: Trial) -> dict[str, Any]:
         "usage": trial.usage.model_dump_json(),
         "transcript": transcript,
         "outcome": outcome,
-        "scores": _SCORES.dump_json(trial.scores).decode(),
+        "scores": dump_scores(trial.scores),
         "grader_usage": dump_grader_usage(trial.grader_usage),
         "grader_cost_usd": trial.grader_cost_usd,
         **token_columns(trial.usage, trial.grader_usage),
@@ -171,19 +175,33 @@ def load_grader_usage(value: str | None) -> Usage:
 
 
 def score_rows(trial: Trial) -> list[dict[str, Any]]:
+    return scores_of(trial.run_id, trial.task_id, trial.index, trial.scores)
+
+
+def scores_of(run_id: str, task_id: str, index: int, scores: list[Score]) -> list[dict[str, Any]]:
+    """The `scores` rows of one trial, in its scores' order."""
     return [
         {
-            "run_id": trial.run_id,
-            "task_id": trial.task_id,
-            "trial_idx": trial.index,
+            "run_id": run_id,
+            "task_id": task_id,
+            "trial_idx": index,
             "position": position,
             "name": score.name,
             "verdict": score.verdict.value,
             "value": score.value,
             "rationale": score.rationale,
+            "pending": score.pending,
         }
-        for position, score in enumerate(trial.scores)
+        for position, score in enumerate(scores)
     ]
+
+
+def dump_scores(scores: list[Score]) -> str:
+    return _SCORES.dump_json(scores).decode()
+
+
+def load_scores(value: str) -> list[Score]:
+    return _SCORES.validate_json(value)
 
 
 def trial(row: StoredRow) -> Trial:

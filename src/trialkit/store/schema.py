@@ -9,6 +9,8 @@ sorts in time order on every database and round-trips exactly. JSON is stored as
 A large transcript or outcome is packed instead (`*_packed`, its text column then empty), and
 free text is `SafeText` (see `encoding.py`). The token columns repeat `usage` and
 `grader_usage` so that reports add them up in SQL, from the covering index `ix_trials_report`.
+`labels` keeps one human reviewer's label per trial and grader (a later one replaces it); the
+label is also applied to the trial's score and verdict, which is what reports read.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 
 from trialkit.store.encoding import SafeText
@@ -137,6 +140,28 @@ scores = Table(
         ["trials.run_id", "trials.task_id", "trials.idx"],
         ondelete="CASCADE",
     ),
+    # m006_labels: a score waiting for a human reviewer.
+    Column("pending", Boolean, nullable=False, server_default=false()),
     Index("ix_scores_run_name", "run_id", "name"),
     Index("ix_scores_run_task_value", "run_id", "task_id", "value"),
+    Index("ix_scores_pending", "run_id", "pending", "task_id", "trial_idx"),
+)
+
+labels = Table(
+    "labels",
+    metadata,
+    Column("run_id", SafeText, primary_key=True),
+    Column("task_id", SafeText, primary_key=True),
+    Column("trial_idx", Integer, primary_key=True),
+    Column("grader", SafeText, primary_key=True),
+    Column("verdict", String, nullable=False),
+    Column("score", Float),
+    Column("reviewer", SafeText),
+    Column("labeled_at", String(32), nullable=False),
+    Column("comment", SafeText),
+    ForeignKeyConstraint(
+        ["run_id", "task_id", "trial_idx"],
+        ["trials.run_id", "trials.task_id", "trials.idx"],
+        ondelete="CASCADE",
+    ),
 )

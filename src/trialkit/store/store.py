@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import (
     Connection,
@@ -28,14 +28,19 @@ from trialkit._record import Record
 from trialkit.report import MAX_RESULTS_PER_TASK, Report, RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Verdict
 from trialkit.store import aggregates, rows, schema
+from trialkit.store import labels as store_labels
 from trialkit.store.encoding import SafeText
 from trialkit.store.engine import WRITE_OPTION, create_store_engine
 from trialkit.store.errors import AmbiguousRun, RunNotFound, StoreError, TrialNotFound
+from trialkit.store.labels import PendingReview
 from trialkit.store.migrations import migrate
 from trialkit.store.schema import run_tasks, runs, scores, trials
 from trialkit.store.urls import mask_url, resolve_store_url
 from trialkit.task import SuiteKind
 from trialkit.trial import Trial
+
+if TYPE_CHECKING:
+    from trialkit.labels import Label
 
 _CANDIDATES_SHOWN = 10
 _STREAM_BATCH = 200
@@ -145,6 +150,45 @@ class Store:
             conn.execute(insert(schema.trials), trial_rows)
             if score_rows:
                 conn.execute(insert(schema.scores), score_rows)
+
+    def save_label(self, label: Label, *, run_id: str | None = None) -> None:
+        """Store a reviewer's label and apply it to its trial (see `save_labels`)."""
+        self.save_labels([label], run_id=run_id)
+
+    def save_labels(self, labels: Sequence[Label], *, run_id: str | None = None) -> int:
+        """Store labels and apply each to its trial: the score of its grader takes the label's
+        verdict and value, and the trial's verdict is decided again, so reports count it.
+
+        `run_id` is the run of labels that name none. All or nothing: a label for a trial or
+        grader that does not exist raises (`TrialNotFound`, `GraderNotFound`) and nothing is
+        saved. A later label for the same run, task, trial and grader replaces the earlier one.
+        Returns how many labels were saved.
+        """
+        targets = [(label, store_labels.run_of(label, run_id)) for label in labels]
+        if not targets:
+            return 0
+        chosen = sorted({target for _, target in targets})
+        with self._write(f"save labels of run {', '.join(map(repr, chosen))}") as conn:
+            if conn.dialect.name == "postgresql":  # take turns with writers of trials
+                for target in chosen:
+                    conn.execute(_PG_LOCK, {"key": _lock_key(target)})
+            for label, target in targets:
+                store_labels.apply_label(conn, label, run_id=target)
+        return len(targets)
+
+    def labels(self, run_id: str) -> list[Label]:
+        """The labels stored for a run, by task id, trial number and grader."""
+        with self._read(f"read the labels of run {run_id!r}") as conn:
+            self._run_row(conn, run_id)
+            return store_labels.read_labels(conn, run_id)
+
+    def pending_reviews(self, run_id: str, *, grader: str | None = None) -> list[PendingReview]:
+        """The scores of a run waiting for a reviewer (of `grader` only, if given), in the
+        suite's task order, found in SQL. A list, not a stream: a review takes its time, and a
+        read transaction held open meanwhile would hold back other writers' checkpoints."""
+        with self._read(f"find the pending reviews of run {run_id!r}") as conn:
+            self._run_row(conn, run_id)
+            return store_labels.read_pending(conn, run_id, grader)
 
     def finish_run(self, run: RunInfo) -> None:
         """Record a run's end: its status, `finished_at` and config."""
