@@ -1,0 +1,77 @@
+"""Analyses of stored runs: comparisons between runs, suite health, judge calibration against
+human labels, and agreement between raters. The statistics need the `stats` extra:
+`pip install 'trialkit[stats]'`."""
+
+from trialkit.analysis.agreement import (
+    Agreement,
+    coincidence_matrix,
+    judge_agreement,
+    krippendorff_alpha,
+)
+from trialkit.analysis.calibration import (
+    JUDGE_MODEL_KEY,
+    Calibration,
+    CalibrationError,
+    Confusion,
+    Disagreement,
+    Excluded,
+    Statistic,
+    calibrate,
+    choose_grader,
+    cohen_kappa,
+)
+from trialkit.analysis.compare import (
+    CompareError,
+    Comparison,
+    PairedComparison,
+    RunColumn,
+    TaskCell,
+    TaskChange,
+    TaskComparison,
+    compare_reports,
+    compare_runs,
+)
+from trialkit.analysis.health import (
+    Discrimination,
+    GraderEvidence,
+    HealthError,
+    HealthRun,
+    SuiteHealth,
+    TaskHealth,
+    assess_health,
+    suite_health,
+)
+
+__all__ = [
+    "JUDGE_MODEL_KEY",
+    "Agreement",
+    "Calibration",
+    "CalibrationError",
+    "CompareError",
+    "Comparison",
+    "Confusion",
+    "Disagreement",
+    "Discrimination",
+    "Excluded",
+    "GraderEvidence",
+    "HealthError",
+    "HealthRun",
+    "PairedComparison",
+    "RunColumn",
+    "Statistic",
+    "SuiteHealth",
+    "TaskCell",
+    "TaskChange",
+    "TaskComparison",
+    "TaskHealth",
+    "assess_health",
+    "calibrate",
+    "choose_grader",
+    "cohen_kappa",
+    "coincidence_matrix",
+    "compare_reports",
+    "compare_runs",
+    "judge_agreement",
+    "krippendorff_alpha",
+    "suite_health",
+]
