@@ -46,7 +46,7 @@ def test_every_problem_then_exit_2(tmp_path: Path) -> None:
             tasks:
               - id: a
                 input: x
-                graders: [{judge: {rubric: Says Paris.}}]
+                graders: [{judge: {rubric: Says Paris., model: gpt-4o}}]
             """,
             "tasks/b.yaml": "id: b\ninput: y\ncolour: red\n",
         },
@@ -56,8 +56,8 @@ def test_every_problem_then_exit_2(tmp_path: Path) -> None:
     assert err.splitlines() == [
         f"{tmp_path}/suite.yaml:2: trials: Input should be greater than or equal to 1, "
         "got a number 0",
-        f"{tmp_path}/suite.yaml:6: tasks[0].graders[0].judge: judge graders are not in this "
-        "version of trialkit",
+        f"{tmp_path}/suite.yaml:6: tasks[0].graders[0].judge: model 'gpt-4o': expected "
+        "provider/name, e.g. openai/gpt-4o-mini (providers: openai, anthropic, local, scripted)",
         f"{tmp_path}/tasks/b.yaml:3: colour: unknown field",
         f"error: 3 problems in {tmp_path}",
     ]

@@ -8,6 +8,7 @@ graders:
   - any_of: [{contains: paris}, {contains: lutetia}]
   - weighted: {pass_at: 0.6, graders: [{grader: {contains: paris}, weight: 2}]}
   - python: my_graders:polite                    # a custom grader, by import path
+  - judge: {rubric: Names Paris., must_fail: [Berlin.]}   # a model grader with a control
 ```
 
 `GRADERS` maps each short name to its entry model; `entry.build(ctx, path)` makes the runtime
@@ -19,12 +20,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, JsonValue, field_validator
 
 from trialkit import graders
 from trialkit.graders.base import Grader, GraderLike, as_grader
+from trialkit.graders.judge import Control
+from trialkit.graders.judge import judge as make_judge
 from trialkit.loaders.errors import FieldPath
 from trialkit.loaders.suite_file.agent_specs import (
     FileAbsent,
@@ -55,6 +58,7 @@ from trialkit.loaders.suite_file.fields import (
     one_key,
     problem,
 )
+from trialkit.models.base import GenerationConfig
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -316,23 +320,69 @@ class PythonGrader(GraderEntry):
             return None
 
 
-class JudgeArgs(FileModel):
-    """A model grading against a rubric (not in this version of trialkit)."""
+class ControlArgs(Shorthand):
+    """A control output whose verdict is known; `- Berlin.` is the short form."""
 
+    short_field = "output"
+    short_schema = TEXT_SCHEMA
+    output: Text
+    """The output the judge grades."""
+    input: str | None = None
+    """The task input shown with it (a control belongs to no task)."""
+    criteria: str | None = None
+    reference: str | None = None
+
+
+class JudgeArgs(Shorthand):
+    """Arguments of `judge`; `judge: "Names Paris and nothing false."` is the short form."""
+
+    short_field = "rubric"
     rubric: str
+    """What the output must do, in prose, for the judge model."""
     pass_at: Fraction | None = None
+    """Ask for a score in [0, 1] passing at this value; without it the judge says pass or fail."""
     model: str | None = None
+    """The judge's model (provider/name); otherwise `--judge-model`."""
+    protocol: Literal["auto", "json", "tool", "text"] = "auto"
+    """How the judge answers: a JSON Schema response, a forced tool call, a `SCORE:` line, or
+    `auto` (the first the model supports)."""
+    include: list[Literal["input", "criteria", "reference", "tool_calls", "diff"]] | None = None
+    """What the judge is shown besides the output (default: input, criteria, reference)."""
+    must_fail: list[ControlArgs] | None = None
+    """Negative controls: outputs the judge must fail, or every score of it is an error."""
+    must_pass: list[ControlArgs] | None = None
+    """Positive controls: outputs the judge must pass, or every score of it is an error."""
+    config: GenerationConfig | None = None
+    """Generation parameters for the judge (temperature 0 unless set here)."""
 
 
 class Judge(GraderEntry):
-    """A model grading against a rubric: not in this version of trialkit."""
+    """A model grades the output against a rubric; its controls (`must_fail`, `must_pass`)
+    check it first."""
 
     name = "judge"
     judge: JudgeArgs
 
     def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
-        ctx.problem((*path, self.name), "judge graders are not in this version of trialkit")
-        return None
+        a = self.judge
+        must_fail, must_pass = (
+            [Control(c.output, c.input, c.criteria, c.reference) for c in controls]
+            for controls in (a.must_fail or [], a.must_pass or [])
+        )
+        options: dict[str, Any] = {} if a.include is None else {"include": a.include}
+        return self._make(
+            ctx,
+            path,
+            make_judge,
+            a.rubric,
+            pass_at=a.pass_at,
+            model=a.model,
+            protocol=a.protocol,
+            must_fail=must_fail,
+            must_pass=must_pass,
+            config=a.config,
+            **options,
+        )
 
 
 TEXTS_SCHEMA: dict[str, Any] = {"anyOf": [TEXT_SCHEMA, {"type": "array", "items": TEXT_SCHEMA}]}
