@@ -1,0 +1,113 @@
+"""`trialkit compare RUN_A RUN_B [RUN…]`: stored runs of a suite side by side."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from trialkit.cli._common import (
+    EXIT_GATE_FAILED,
+    debug_option,
+    fail,
+    handle_errors,
+    open_store,
+    stdout_console,
+    store_option,
+)
+
+
+@click.command("compare")
+@click.argument("run_refs", metavar="RUN_A RUN_B [RUN]...", nargs=-1, required=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "md", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write to FILE instead of standard output.",
+)
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit 1 when a later run is significantly worse than RUN_A (for CI).",
+)
+@click.option(
+    "--allow-different-suites",
+    is_flag=True,
+    help="Compare runs of different suites, pairing their tasks by id.",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence of the interval of the pass rate difference.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the paired bootstrap."
+)
+@store_option
+@debug_option
+@handle_errors
+def compare_command(
+    run_refs: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    fail_on_regression: bool,
+    allow_different_suites: bool,
+    confidence: float,
+    seed: int,
+    store_url: str | None,
+    debug: bool,
+) -> None:
+    """Compare stored runs of a suite (each an id, a unique id prefix or a run name).
+
+    Per task: both runs' passed trials and pass rates, new failures, fixes, and the deltas of
+    score, cost and latency. For the suite: the pass rate difference of RUN_B against RUN_A with
+    a paired bootstrap interval over tasks, and the exact McNemar test on the task verdicts.
+    Tasks in only one run are listed apart and not compared; tasks that errored in either run
+    are not tested. More runs make a matrix with a column per run, each against RUN_A.
+    """
+    from trialkit.analysis.compare import CompareError, compare_runs
+
+    if len(run_refs) < 2:
+        fail("compare needs at least two runs: trialkit compare RUN_A RUN_B")
+    with open_store(store_url) as store:
+        try:
+            comparison = compare_runs(
+                store,
+                run_refs,
+                confidence=confidence,
+                seed=seed,
+                allow_different_suites=allow_different_suites,
+            )
+        except (LookupError, CompareError, ImportError) as exc:
+            fail(str(exc))
+    if fmt == "table":
+        from rich.console import Console
+
+        from trialkit.reports.compare import render_compare_terminal
+
+        if output is None:
+            render_compare_terminal(comparison, stdout_console())
+        else:
+            with Path(output).open("w", encoding="utf-8") as fh:
+                render_compare_terminal(comparison, Console(file=fh, width=120, color_system=None))
+    else:
+        text = comparison.to_markdown() if fmt == "md" else comparison.to_json()
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            Path(output).write_text(text, encoding="utf-8")
+    if fail_on_regression and comparison.worse:
+        worse = ", ".join(pair.candidate for pair in comparison.worse)
+        click.echo(f"regression: run {worse} is significantly worse than run A", err=True)
+        sys.exit(EXIT_GATE_FAILED)

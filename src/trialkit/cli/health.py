@@ -1,0 +1,89 @@
+"""`trialkit health`: which tasks of a suite are saturated, broken or flaky, over its last runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trialkit.cli._common import (
+    debug_option,
+    fail,
+    handle_errors,
+    open_store,
+    stdout_console,
+    store_option,
+)
+
+
+@click.command("health")
+@click.option(
+    "--suite",
+    "suite_id",
+    metavar="ID",
+    help="The suite to assess [default: the suite of the latest run].",
+)
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    metavar="N",
+    help="Look at the suite's last N runs.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "md", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write to FILE instead of standard output.",
+)
+@store_option
+@debug_option
+@handle_errors
+def health_command(
+    suite_id: str | None,
+    last: int,
+    fmt: str,
+    output: str | None,
+    store_url: str | None,
+    debug: bool,
+) -> None:
+    """Assess a suite's tasks over its last runs, whatever model ran them.
+
+    Saturated: passed every trial in at least 2 runs (a capability task is then a candidate
+    for the regression suite). Broken: never passed, or a grader errored on half its trials or
+    more (the evidence is listed). Flaky: its trials disagreed in some run. Trend: the slope of
+    its pass rate over the runs. For the suite: the share of saturated tasks and whether the
+    suite still tells apart the models it has seen.
+    """
+    from trialkit.analysis.health import HealthError, suite_health
+
+    with open_store(store_url) as store:
+        try:
+            health = suite_health(store, suite_id, last=last)
+        except (HealthError, ImportError) as exc:
+            fail(str(exc))
+    if fmt == "table":
+        from rich.console import Console
+
+        from trialkit.reports.health import render_health_terminal
+
+        if output is None:
+            render_health_terminal(health, stdout_console())
+            return
+        with Path(output).open("w", encoding="utf-8") as fh:
+            render_health_terminal(health, Console(file=fh, width=120, color_system=None))
+        return
+    text = health.to_markdown() if fmt == "md" else health.to_json()
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        Path(output).write_text(text, encoding="utf-8")

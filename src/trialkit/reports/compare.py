@@ -1,0 +1,324 @@
+"""`Comparison` rendered for the terminal and as Markdown; its JSON is `Comparison.to_json`.
+
+Two runs get one row per task with both runs' pass counts and the deltas; more runs get one
+column per run (a model matrix), each marked where it changed from the baseline. Then, for
+each later run, the statistics against the baseline and the conclusion in one sentence.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from trialkit.analysis._significance import confidence_text
+from trialkit.analysis.compare import (
+    Change,
+    Comparison,
+    PairedComparison,
+    RunColumn,
+    TaskCell,
+    TaskComparison,
+    points,
+)
+from trialkit.reports import _format as f
+from trialkit.reports.markdown import EMOJI, inline
+from trialkit.reports.terminal import STYLES, SYMBOLS
+
+MAX_NAMED = 10
+"""Task lists (new failures, fixes, …) name this many tasks, then say how many more."""
+
+CHANGE_WORDS: dict[Change, str] = {
+    "unchanged": "",
+    "new_failure": "new failure",
+    "fixed": "fixed",
+    "error": "error (not tested)",
+    "unknown": "unknown (not tested)",
+    "added": "added",
+    "removed": "removed",
+}
+CHANGE_STYLES: dict[Change, str] = {
+    "new_failure": "bold red",
+    "fixed": "green",
+    "error": "yellow",
+    "unknown": "magenta",
+    "added": "dim",
+    "removed": "dim",
+}
+MARKS: dict[Change, str] = {"new_failure": "↓", "fixed": "↑"}
+OUTCOME_STYLES = {"worse": "bold red", "better": "bold green"}
+
+
+# -- shared wording ----------------------------------------------------------------------------
+
+
+def compare_title(comparison: Comparison) -> str:
+    suites = list(dict.fromkeys(run.suite_id for run in comparison.runs))
+    label = "suite" if len(suites) == 1 else "suites"
+    return f"trialkit compare · {label} {', '.join(suites)}"
+
+
+def run_heading(run: RunColumn) -> str:
+    """`A · gpt-4o-mini`: the label and what ran (model, else harness)."""
+    return f"{run.label} · {run.agent}" if run.agent else run.label
+
+
+def run_who(run: RunColumn) -> str:
+    return f"{run.name} ({run.id})" if run.name else run.id
+
+
+def cell_text(cell: TaskCell | None) -> str:
+    """`4/5 80.0%`: passed of all trials, then the pass rate of the decided ones."""
+    if cell is None:
+        return "—"
+    return f"{cell.passed}/{cell.trials} {f.percent(cell.pass_rate)}"
+
+
+def signed(value: float | None, unit: str = "", digits: int = 3, prefix: str = "") -> str:
+    if value is None:
+        return f.NA
+    shown = f"{abs(value):.{digits}f}"
+    if float(shown) == 0:
+        return f"{prefix}{shown}{unit}"
+    return f"{'+' if value > 0 else '−'}{prefix}{shown}{unit}"
+
+
+def delta_points(value: float | None) -> str:
+    return f.NA if value is None else points(value)
+
+
+def named(tasks: list[str]) -> str:
+    """`3: a, b, c`, naming at most `MAX_NAMED` tasks; `none` for none."""
+    return f"{len(tasks)}: {names(tasks)}" if tasks else "none"
+
+
+def names(tasks: list[str]) -> str:
+    shown = ", ".join(tasks[:MAX_NAMED])
+    more = len(tasks) - MAX_NAMED
+    return shown + (f" … and {more} more" if more > 0 else "")
+
+
+def pair_rows(pair: PairedComparison) -> list[tuple[str, str]]:
+    """The figures of one later run against the baseline, in reading order."""
+    a, b = pair.baseline, pair.candidate
+    apart = [
+        f"{len(pair.added)} added in {b}" if pair.added else "",
+        f"{len(pair.removed)} removed" if pair.removed else "",
+    ]
+    left_out = ", ".join(x for x in apart if x)
+    paired = str(pair.paired_tasks) + (f" ({left_out}: not compared)" if left_out else "")
+    level = confidence_text(pair.confidence)
+    if pair.difference is None or pair.difference_ci is None:
+        difference = f.NA
+    else:
+        low, high = pair.difference_ci
+        difference = (
+            f"{points(pair.difference)} ({level} CI {points(low, unit='')} to {points(high)}; "
+            f"paired bootstrap over {pair.rate_tasks} tasks, {pair.resamples:,} resamples, "
+            f"seed {pair.seed})"
+        )
+    if pair.mcnemar_p_value is None:
+        mcnemar = f"{f.NA} (no task passed or failed in both runs)"
+    else:
+        mcnemar = (
+            f"p = {pair.mcnemar_p_value:.3g} ({len(pair.new_failures)} new failures, "
+            f"{len(pair.fixed)} fixed, of {pair.decided_tasks} tasks decided in both)"
+        )
+    rows = [
+        ("Tasks in both runs", paired),
+        (f"New failures in {b}", named(pair.new_failures)),
+        (f"Fixed in {b}", named(pair.fixed)),
+        ("Errored in either run (not tested)", named(pair.error_tasks)),
+    ]
+    if pair.unknown_tasks:
+        rows.append(("Unknown in either run (not tested)", named(pair.unknown_tasks)))
+    if pair.added:
+        rows.append((f"Added in {b}", named(pair.added)))
+    if pair.removed:
+        rows.append((f"Removed in {b}", named(pair.removed)))
+    rates = f"{f.percent(pair.pass_rate_baseline)} → {f.percent(pair.pass_rate_candidate)}"
+    return [
+        *rows,
+        (f"Pass rate {a} → {b} (tasks in both)", rates),
+        (f"Difference {b} − {a}", difference),
+        ("Exact McNemar test (task verdicts)", mcnemar),
+        ("Mean score Δ (whole runs)", signed(pair.mean_score_delta)),
+        ("Cost per trial Δ (whole runs)", signed(pair.cost_per_trial_delta, digits=4, prefix="$")),
+        ("Latency p50 Δ (whole runs)", signed(pair.latency_p50_delta_s, " s", digits=2)),
+    ]
+
+
+def run_rows(run: RunColumn) -> list[str]:
+    return [
+        run.label,
+        run_who(run),
+        run.agent or f.NA,
+        run.started_at.strftime("%Y-%m-%d %H:%M"),
+        run.status,
+        str(run.tasks),
+        str(run.trials),
+        _rate(run),
+        f.number(run.mean_score),
+        f.cost(run.cost_per_trial),
+        f.seconds(run.latency_p50_s),
+    ]
+
+
+def _rate(run: RunColumn) -> str:
+    if run.pass_rate_ci is None:
+        return f.percent(run.pass_rate)
+    return f"{f.percent(run.pass_rate)} ({f.interval(run.pass_rate_ci)})"
+
+
+RUN_HEADER = [
+    "Run",
+    "Id",
+    "Model",
+    "Started",
+    "Status",
+    "Tasks",
+    "Trials",
+    "Pass rate (95% CI)",
+    "Mean score",
+    "Cost/trial",
+    "p50",
+]
+DELTA_HEADER = ["Δ rate", "Δ score", "Δ cost/trial", "Δ p50", "Change"]
+
+
+def delta_cells(task: TaskComparison) -> list[str]:
+    change = task.changes[0]
+    return [
+        delta_points(change.pass_rate_delta),
+        signed(change.mean_score_delta),
+        signed(change.cost_per_trial_delta, digits=4, prefix="$"),
+        signed(change.latency_p50_delta_s, " s", digits=2),
+    ]
+
+
+# -- terminal ----------------------------------------------------------------------------------
+
+
+def render_compare_terminal(comparison: Comparison, console: Console) -> None:
+    console.print(_plain(compare_title(comparison), style="bold"))
+    console.print(_runs_table(comparison))
+    console.print(_tasks_table(comparison))
+    for pair in comparison.pairs:
+        console.print(_pair_block(pair))
+
+
+def _plain(text: str, style: str = "") -> Text:
+    return Text(f.escape_controls(text), style=style)
+
+
+def _runs_table(comparison: Comparison) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    for i, name in enumerate(RUN_HEADER):
+        table.add_column(name, justify="right" if i >= 5 else "left", overflow="fold")
+    for run in comparison.runs:
+        table.add_row(*(_plain(value) for value in run_rows(run)))
+    return table
+
+
+def _tasks_table(comparison: Comparison) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("Task", overflow="fold", min_width=16)
+    for run in comparison.runs:
+        table.add_column(_plain(run_heading(run)), justify="right", overflow="fold")
+    two = len(comparison.runs) == 2
+    if two:
+        for name in DELTA_HEADER[:-1]:
+            table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(DELTA_HEADER[-1], no_wrap=True)
+    for task in comparison.tasks:
+        row = [_plain(task.id)]
+        row.append(_cell(task.cells[0], None))
+        for cell, against in zip(task.cells[1:], task.changes, strict=True):
+            row.append(_cell(cell, None if two else against.change))
+        if two:
+            change = task.changes[0].change
+            row += [Text(value) for value in delta_cells(task)]
+            row.append(Text(CHANGE_WORDS[change], style=CHANGE_STYLES.get(change, "")))
+        table.add_row(*row)
+    return table
+
+
+def _cell(cell: TaskCell | None, change: Change | None) -> Text:
+    if cell is None:
+        return Text("—", style="dim")
+    text = Text.assemble(
+        Text(SYMBOLS[cell.verdict], style=STYLES[cell.verdict]), " ", cell_text(cell)
+    )
+    if change in MARKS:
+        text.append(f" {MARKS[change]}", style=CHANGE_STYLES[change])
+    return text
+
+
+def _pair_block(pair: PairedComparison) -> Group:
+    table = Table(
+        title=_plain(f"{pair.candidate} against {pair.baseline}", style="bold"),
+        show_header=False,
+        box=box.SIMPLE,
+    )
+    table.add_column("figure", style="bold")
+    table.add_column("value", overflow="fold")
+    for label, value in pair_rows(pair):
+        table.add_row(_plain(label), _plain(value))
+    style = OUTCOME_STYLES.get(pair.outcome, "bold")
+    return Group(table, _plain(pair.conclusion, style=style), Text(""))
+
+
+# -- Markdown ----------------------------------------------------------------------------------
+
+
+def md_table(header: list[str], rows: list[list[str]], align: list[str]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(align) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def render_compare_markdown(comparison: Comparison) -> str:
+    lines = [f"## {inline(compare_title(comparison))}", ""]
+    align = ["---"] * 5 + ["---:"] * 6
+    lines += md_table(
+        RUN_HEADER, [[inline(v) for v in run_rows(run)] for run in comparison.runs], align
+    )
+    for pair in comparison.pairs:
+        lines += ["", f"### {pair.candidate} against {pair.baseline}", ""]
+        emoji = {"worse": "❌ ", "better": "✅ "}.get(pair.outcome, "")
+        lines += [f"**{emoji}{inline(pair.conclusion)}**", ""]
+        rows = [[inline(label), inline(value)] for label, value in pair_rows(pair)]
+        lines += md_table(["Figure", "Value"], rows, ["---", "---"])
+    lines += ["", "### Tasks", "", *_md_tasks(comparison)]
+    return "\n".join(lines) + "\n"
+
+
+def _md_tasks(comparison: Comparison) -> list[str]:
+    two = len(comparison.runs) == 2
+    header = ["Task", *(inline(run_heading(run)) for run in comparison.runs)]
+    align = ["---", *(["---:"] * len(comparison.runs))]
+    if two:
+        header += DELTA_HEADER
+        align += ["---:"] * 4 + ["---"]
+    rows = []
+    for task in comparison.tasks:
+        row = [inline(task.id, newline="<br>"), _md_cell(task.cells[0], None)]
+        for cell, against in zip(task.cells[1:], task.changes, strict=True):
+            row.append(_md_cell(cell, None if two else against.change))
+        if two:
+            change = task.changes[0].change
+            word = CHANGE_WORDS[change]
+            row += [inline(cell) for cell in delta_cells(task)]
+            row.append(f"**{word}**" if change == "new_failure" else word)
+        rows.append(row)
+    return md_table(header, rows, align)
+
+
+def _md_cell(cell: TaskCell | None, change: Change | None) -> str:
+    if cell is None:
+        return "—"
+    text = f"{EMOJI[cell.verdict]} {cell_text(cell)}"
+    return f"{text} {MARKS[change]}" if change in MARKS else text
