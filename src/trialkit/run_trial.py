@@ -20,7 +20,7 @@ from trialkit._record import ErrorInfo
 from trialkit.environments.base import Environment
 from trialkit.graders.base import GradeContext, Grader, combine_verdicts, run_grader
 from trialkit.graders.state import call_user
-from trialkit.harness.base import Harness, Reply, TrialContext
+from trialkit.harness.base import Harness, HarnessError, Reply, TrialContext
 from trialkit.harness.chat import ChatHarness
 from trialkit.models.base import Model
 from trialkit.models.context import calls_as
@@ -134,7 +134,7 @@ class TrialRunner:
         agent_error = await self._converse(ctx, recorder, state.outcome)
         timing.agent_s = time.perf_counter() - mark
         if agent_error is not None:
-            if task.expect == "failure":
+            if task.expect == "failure" and not isinstance(agent_error, _NOT_THE_AGENTS):
                 state.outcome.failed = True
                 state.outcome.failure = f"{type(agent_error).__name__}: {agent_error}"
             else:
@@ -281,6 +281,8 @@ async def _probe(turn: Turn, probes: dict[str, Callable[[Any], Any]], world: Any
 
 
 _COMPLETED = "agent_completed"
+_NOT_THE_AGENTS = (TimeoutError, HarnessError)
+"""Errors that are never an agent's expected failure: time ran out, or the harness broke."""
 
 
 async def _grade(graders: list[Grader], ctx: GradeContext, *, expect: str) -> list[Score]:

@@ -76,7 +76,7 @@ def test_tasks_are_still_checked_when_suite_fields_are_bad(tmp_path: Path) -> No
             tasks:
               - id: a
                 input: x
-                graders: [{judge: {rubric: Is it right?}}, {python: "checks:missing"}]
+                graders: [{judge: {rubric: Right?, model: nope/x}}, {python: "checks:missing"}]
             """,
             "checks.py": "x = 1\n",
         },
@@ -84,8 +84,8 @@ def test_tasks_are_still_checked_when_suite_fields_are_bad(tmp_path: Path) -> No
     assert problems_of(tmp_path) == [
         "suite.yaml:1: id: required field is missing",
         "suite.yaml:1: trials: Input should be a valid integer, got a string 'many'",
-        "suite.yaml:5: tasks[0].graders[0].judge: judge graders are not in this version of "
-        "trialkit",
+        "suite.yaml:5: tasks[0].graders[0].judge: model 'nope/x': unknown provider 'nope' "
+        "(known: openai, anthropic, local, scripted)",
         "suite.yaml:5: tasks[0].graders[1].python: checks:missing: checks has no attribute "
         "'missing'",
     ]
@@ -263,13 +263,13 @@ def test_python_references(tmp_path: Path) -> None:
     ]
 
 
-def test_what_this_version_does_not_do(tmp_path: Path) -> None:
+def test_command_harness_and_workspace_problems(tmp_path: Path) -> None:
     write(
         tmp_path,
         {
             "suite.yaml": """
             id: n
-            harness: {command: [my-agent, --json], env: {A: b}}
+            harness: {command: [my-agent, "{mcp_url}"], env: {A: b}, tools: [nowhere:fn]}
             environment: {workspace: fixtures/repo}
             tasks:
               - id: a
@@ -278,13 +278,12 @@ def test_what_this_version_does_not_do(tmp_path: Path) -> None:
             """
         },
     )
-    assert problems_of(tmp_path) == [
-        "suite.yaml:2: harness.command: command-line agents are not in this version of "
-        "trialkit; use harness: {python: module:name} or a model",
+    problems = problems_of(tmp_path)
+    assert problems[0].startswith("suite.yaml:2: harness.tools[0]: ")
+    assert "nowhere" in problems[0]
+    assert problems[1:] == [
         f"suite.yaml:3: environment.workspace: no such folder: {tmp_path}/fixtures/repo",
-        "suite.yaml:7: tasks[0].graders[0].judge: judge graders are not in this version of "
-        "trialkit",
-    ]
+    ]  # judges are in this version: the judge grader is no problem
     (tmp_path / "fixtures" / "repo").mkdir(parents=True)
     assert all("environment" not in p for p in problems_of(tmp_path))
 

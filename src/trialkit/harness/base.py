@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from trialkit.task import Task
 
 
+class HarnessError(RuntimeError):
+    """The harness could not run the agent (a command that cannot start, unreadable output, a
+    tool server that failed): never the agent's own failure, so never the expected failure of
+    an `expect="failure"` task."""
+
+
 class Reply(Record):
     """What an agent answered to one user turn.
 

@@ -143,7 +143,9 @@ class LocalServer:
 
     async def start(self) -> None:
         _require_server_package()
-        await anyio.to_thread.run_sync(self._spawn)
+        # Spawned from the event loop's thread, not a worker thread: PR_SET_PDEATHSIG fires
+        # when the *thread* that forked exits, and anyio retires idle worker threads.
+        self._spawn()
         _live.add(self)
         try:
             await self._wait_ready()

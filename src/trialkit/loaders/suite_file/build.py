@@ -26,8 +26,6 @@ from trialkit.loaders.suite_file.models import (
 )
 from trialkit.task import Suite, SuiteError, Task, TaskInput, Turns
 
-NOT_IN_VERSION = "not in this version of trialkit"
-
 
 def build_suite(
     model: SuiteFile, base_dir: Path, *, source: str | None = None, locate: Locator | None = None
@@ -58,7 +56,7 @@ def build_into(
     `complete` is false when some declared tasks were already refused, so an empty result is
     not a problem of its own; `taken` maps the ids of those tasks to where they are.
     """
-    harness = _harness(ctx, model)
+    harness = _harness(ctx, model, base_dir)
     environment = _environment(ctx, model, base_dir)
     suite_graders = build_graders(ctx, ("graders",), model.graders)
     _check_model(ctx, ("model",), model.model)
@@ -169,7 +167,7 @@ def _check_model(ctx: BuildContext, path: FieldPath, model_id: str | None) -> No
         ctx.problem(path, str(exc))
 
 
-def _harness(ctx: BuildContext, model: SuiteFile) -> Any:
+def _harness(ctx: BuildContext, model: SuiteFile, base_dir: Path) -> Any:
     spec = model.harness
     if isinstance(spec, PythonHarness):
         found = ctx.resolve(("harness", "python"), spec.python)
@@ -192,12 +190,37 @@ def _harness(ctx: BuildContext, model: SuiteFile) -> Any:
 
         return ChatHarness(spec.model)
     if isinstance(spec, CommandHarness):
-        ctx.problem(
-            ("harness", "command"),
-            f"command-line agents are {NOT_IN_VERSION}; "
-            "use harness: {python: module:name} or a model",
-        )
+        return _command_harness(ctx, spec, base_dir)
     return None
+
+
+def _command_harness(ctx: BuildContext, spec: CommandHarness, base_dir: Path) -> Any:
+    from trialkit.harness.subprocess import SubprocessAgent
+
+    tools = []
+    before = len(ctx.problems)
+    for i, ref in enumerate(spec.tools):
+        found = ctx.resolve(("harness", "tools", i), ref)
+        if found is not None and not callable(found):
+            ctx.problem(("harness", "tools", i), f"{ref} is {describe(found)}, not a function")
+        elif found is not None:
+            tools.append(found)
+    if len(ctx.problems) > before:
+        return None
+    folder = str(base_dir.resolve())
+    try:
+        return SubprocessAgent(
+            [arg.replace("{suite_dir}", folder) for arg in spec.command],
+            env=spec.env,
+            timeout=spec.timeout,
+            tools=tools,
+            output=spec.output,
+            stdin=spec.stdin,
+            continue_args=spec.continue_args,
+        )
+    except (TypeError, ValueError) as exc:
+        ctx.problem(("harness", "command"), str(exc))
+        return None
 
 
 def _environment(ctx: BuildContext, model: SuiteFile, base_dir: Path) -> Environment | None:

@@ -138,12 +138,24 @@ class PythonHarness(FileModel):
 
 
 class CommandHarness(FileModel):
-    """A command-line agent run in the workspace (not in this version of trialkit)."""
+    """A command-line agent run in the workspace once per user turn (a `SubprocessAgent`)."""
 
     command: Annotated[list[str], Field(min_length=1)]
-    """The program and its arguments."""
+    """The program and its arguments. `{input}` is replaced by the turn's message (otherwise it
+    is the last argument), `{workspace}`, `{mcp_url}` and `{mcp_config}` as in Python, and
+    `{suite_dir}` by this suite's folder (for scripts kept next to suite.yaml)."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Environment variables for the program."""
+    """Environment variables for the program (added to trialkit's own)."""
+    timeout: Seconds | None = None
+    """Seconds one turn may take; the agent's whole process group is stopped after that."""
+    output: Literal["auto", "json", "stream-json", "text"] = "auto"
+    """How to read what the agent prints."""
+    stdin: bool = False
+    """Send the turn's message on standard input instead of as an argument."""
+    continue_args: list[str] = Field(default_factory=list)
+    """Arguments added on later turns, e.g. [--resume, "{session_id}"]."""
+    tools: list[PythonRef] = Field(default_factory=list)
+    """Python functions served to the agent over MCP (module:function references)."""
 
 
 class ModelHarness(FileModel):
