@@ -46,6 +46,7 @@ def test_top_level_exports() -> None:
 
 def test_graders_exports() -> None:
     assert sorted(trialkit.graders.__all__) == [
+        "Control",
         "FunctionGrader",
         "GradeContext",
         "Grader",
@@ -68,12 +69,16 @@ def test_graders_exports() -> None:
         "file_json",
         "fuzzy_match",
         "grader",
+        "human",
         "is_json",
         "json_equals",
+        "judge",
         "levenshtein",
+        "majority",
         "matches",
         "max_tool_calls",
         "max_turns",
+        "mean",
         "no_tool_errors",
         "none_of",
         "not_contains",
@@ -96,17 +101,23 @@ def test_graders_exports() -> None:
 
 def test_harness_exports() -> None:
     assert sorted(trialkit.harness.__all__) == [
+        "AgentOutputError",
+        "AgentStartError",
         "ChatHarness",
         "FunctionHarness",
         "GiveUp",
         "Harness",
+        "HarnessError",
         "HarnessLike",
         "Reply",
         "Session",
         "SessionHarness",
+        "SubprocessAgent",
         "Tool",
         "ToolAgent",
         "ToolArgumentsError",
+        "ToolServer",
+        "ToolServerError",
         "TrialContext",
         "as_harness",
         "call_tool",
@@ -116,7 +127,10 @@ def test_harness_exports() -> None:
 
 
 def test_every_export_exists() -> None:
-    for module in (trialkit, trialkit.graders, trialkit.harness):
+    import trialkit.analysis
+    import trialkit.store
+
+    for module in (trialkit, trialkit.graders, trialkit.harness, trialkit.analysis, trialkit.store):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
 

@@ -105,6 +105,8 @@ class TaskReport(Record):
     failed: int
     errors: int
     unknown: int = 0
+    pending: int = 0
+    """Trials with a check waiting for a human reviewer; unknown until it is labelled."""
     pass_rate: float | None
     """Passed trials over decided (pass or fail) trials; `null` when none was decided."""
     pass_rate_ci: tuple[float, float] | None
@@ -127,6 +129,8 @@ class TaskReport(Record):
     """Every trial by number; past 20 trials, the first 20 non-passing ones."""
     results_omitted: int = 0
     """Trials of this task not listed in `results`."""
+    stopped: str | None = None
+    """With adaptive trials: why this task needed no more trials."""
 
     @property
     def decided(self) -> int:
@@ -154,6 +158,8 @@ class Summary(Record):
     errors: int
     """Trials that errored (counted apart from fails)."""
     unknown: int = 0
+    pending: int = 0
+    """Trials with a check waiting for a human reviewer."""
     mean_score: float | None = None
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
@@ -270,6 +276,7 @@ class TaskTotals:
     cost_usd: float | None  # `math.fsum`, `None` if any trial's is unknown
     grader_cost_usd: float | None
     measures: Measures
+    pending: int = 0  # trials with a check waiting for a human reviewer
 
 
 def measures_of(results: Sequence[TrialResult]) -> Measures:
@@ -291,6 +298,7 @@ def totals_of(results: Sequence[TrialResult]) -> TaskTotals:
         cost_usd=add_costs(*[r.cost_usd for r in results]),
         grader_cost_usd=add_costs(*[r.grader_cost_usd for r in results]),
         measures=measures_of(results),
+        pending=sum(any(s.pending for s in r.scores) for r in results),
     )
 
 
@@ -327,6 +335,7 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
         failed=failed,
         errors=totals.errors,
         unknown=totals.unknown,
+        pending=totals.pending,
         pass_rate=metrics.rate(passed, decided),
         pass_rate_ci=metrics.wilson_interval(passed, decided),
         pass_at_k=_PassCurves().table([(decided, passed)], at=True),
@@ -404,6 +413,7 @@ def build_summary(
         failed=failed,
         errors=sum(t.errors for t in tasks),
         unknown=sum(t.unknown for t in tasks),
+        pending=sum(t.pending for t in tasks),
         mean_score=measures.mean_score,
         latency_p50_s=measures.latency_p50_s,
         latency_p95_s=measures.latency_p95_s,
@@ -435,6 +445,9 @@ def assemble_report(
     """The report of `tasks` (in order), with the run-wide `measures` of all their trials."""
     end = run.finished_at
     duration = None if end is None else (end - run.started_at).total_seconds()
+    stopped = (run.config.get("adaptive") or {}).get("stopped") or {}
+    for task in tasks:
+        task.stopped = stopped.get(task.id)
     summary = build_summary(tasks, measures, duration_s=duration)
     return Report(run=run, suite=suite, summary=summary, tasks=tasks)
 

@@ -6,18 +6,21 @@ trial; nothing a trial does cancels the run.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 import anyio.to_thread
 
 from trialkit._writer import TrialWriter
+from trialkit.adaptive import Adaptive, AdaptiveQueue
 from trialkit.environments.base import NO_ENVIRONMENT
 from trialkit.graders.base import as_grader
+from trialkit.graders.human import with_review
 from trialkit.graders.text import agent_failed
 from trialkit.harness.base import Harness
 from trialkit.harness.chat import ChatHarness
@@ -57,6 +60,9 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
 
 
+_Work: TypeAlias = "list[tuple[PlannedTask, int]] | AdaptiveQueue[PlannedTask]"
+
+
 class Runner:
     """Runs suites. Options given here override the suite's (like the CLI flags do).
 
@@ -81,7 +87,10 @@ class Runner:
         retry: RetryPolicy | None = None,
         max_cost: float | None = None,
         exporters: Sequence[Exporter] = (),
+        adaptive: Adaptive | None = None,
     ) -> None:
+        if adaptive is not None and trials is not None:
+            raise ValueError("give either trials or adaptive, not both")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if trials is not None and trials < 1:
@@ -111,6 +120,8 @@ class Runner:
             judge_model=judge_model,
         )
         self.max_cost = max_cost
+        self.adaptive = adaptive
+        """Sample each task only while it is undecided (see `trialkit.adaptive`)."""
         self.exporters = list(exporters)
         self.export_errors: list[str] = []
         """Exporter hooks that raised, one line each: an exporter never stops a run."""
@@ -132,7 +143,7 @@ class Runner:
             own = [as_grader(g) for g in task.graders]
             if task.expect == "failure" and not own:
                 own = [agent_failed()]  # suite-wide checks alone never prove a refusal
-            graders = [*suite_graders, *own]
+            graders = with_review([*suite_graders, *own], task)
             planned.append(
                 PlannedTask(
                     task=task,
@@ -217,6 +228,7 @@ class Runner:
                 else None,
                 "judge_model": self.settings.judge_model,
                 "max_cost": self.max_cost,
+                **self._adaptive_config(),
             },
         )
         suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
@@ -228,10 +240,39 @@ class Runner:
         ]
         if self.store is not None:
             await anyio.to_thread.run_sync(self.store.create_run, run, suite_info, plans)
-        todo = [(p, i) for p in planned for i in range(p.trials)]
+        todo = self._schedule(suite, planned, {})
         results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
         await self._execute(suite, harness, run, suite_info, todo, results)
         return build_report(run, suite_info, plans, results)
+
+    def _adaptive_config(self) -> dict[str, Any]:
+        if self.adaptive is None:
+            return {}
+        policy = self.adaptive
+        return {
+            "adaptive": {
+                "max_trials": policy.max_trials,
+                "precision": policy.precision,
+                "min_trials": policy.min_trials,
+                "stopped": {},
+            }
+        }
+
+    def _schedule(
+        self, suite: Suite, planned: list[PlannedTask], done: dict[tuple[str, int], Verdict]
+    ) -> _Work:
+        """The trials to run: a fixed list, or an adaptive queue seeded with `done` ones."""
+        if self.adaptive is None:
+            return [(p, i) for p in planned for i in range(p.trials) if (p.task.id, i) not in done]
+        queue = AdaptiveQueue(
+            self.adaptive,
+            [(p.task.id, suite.task_kind(p.task), p) for p in planned],
+            workers=self.concurrency,
+        )
+        for (task_id, index), verdict in sorted(done.items()):
+            if task_id in queue.tallies:
+                queue.seed(task_id, index, verdict)
+        return queue
 
     async def _resume(self, suite: Suite, run_id: str, retry_errors: bool) -> Report:
         from trialkit.store.resume import load_run, stored_verdicts
@@ -248,6 +289,16 @@ class Runner:
         # The run keeps the selection and trial counts it started with.
         config = run.config
         self.trials = config.get("trials")
+        stored_policy = config.get("adaptive")
+        self.adaptive = (
+            Adaptive(
+                max_trials=stored_policy["max_trials"],
+                precision=stored_policy["precision"],
+                min_trials=stored_policy["min_trials"],
+            )
+            if stored_policy
+            else None
+        )
         self.timeout = config.get("timeout")
         self.task_ids = tuple(config.get("task_ids") or ())
         self.tags = tuple(config.get("tags") or ())
@@ -260,12 +311,9 @@ class Runner:
         planned = [q for q in planned if q.task.id in {p.id for p in stored_plans}]
         harness = self._harness(suite, planned)
         done = await anyio.to_thread.run_sync(stored_verdicts, store, run_id)
-        todo = [
-            (p, i)
-            for p in planned
-            for i in range(p.trials)
-            if (p.task.id, i) not in done or (retry_errors and done[p.task.id, i] is Verdict.ERROR)
-        ]
+        if retry_errors:
+            done = {key: v for key, v in done.items() if v is not Verdict.ERROR}
+        todo = self._schedule(suite, planned, done)
         run.status = "running"
         run.finished_at = None
         run.config["resumed"] = int(config.get("resumed") or 0) + 1
@@ -280,7 +328,7 @@ class Runner:
         harness: Harness,
         run: RunInfo,
         suite_info: SuiteInfo,
-        todo: list[tuple[PlannedTask, int]],
+        todo: _Work,
         results: dict[str, list[TrialResult]],
     ) -> None:
         """Run the `todo` trials on bounded workers, store and export each, and close the run.
@@ -294,7 +342,15 @@ class Runner:
         self.finished = 0
         self._export("on_run_start", run, suite_info)
         writer = TrialWriter(self.store)
-        total = len(todo)
+        if isinstance(todo, AdaptiveQueue):
+            adaptive, fixed = todo, None
+            total = sum(  # at most: adaptive runs usually stop well before
+                max(0, todo.policy.max_trials - t.started) if t.stopped is None else 0
+                for t in todo.tallies.values()
+            )
+        else:
+            adaptive, fixed = None, iter(todo)
+            total = len(todo)
         if self.progress is not None:
             self.progress.start(total)
         trial_runner = TrialRunner(
@@ -302,11 +358,20 @@ class Runner:
         )
         budget = _Budget(self.max_cost)
 
-        async def worker(queue: Iterator[tuple[PlannedTask, int]]) -> None:
-            for item, index in queue:
-                if budget.spent_out():
-                    return
+        async def take() -> tuple[PlannedTask, int] | None:
+            if budget.spent_out():
+                return None
+            if adaptive is not None:
+                return await adaptive.next()
+            assert fixed is not None
+            return next(fixed, None)
+
+        async def worker() -> None:
+            while (picked := await take()) is not None:
+                item, index = picked
                 trial = await trial_runner.run(item, index)
+                if adaptive is not None:
+                    adaptive.finished(item.task.id, trial.verdict)
                 budget.add(trial)
                 if item.task.id in results:
                     results[item.task.id].append(TrialResult.from_trial(trial))
@@ -316,14 +381,18 @@ class Runner:
                 if self.progress is not None:
                     self.progress.advance(trial)
 
-        queue = iter(todo)
+        settings = self.settings
+        fallback = suite.model or self.model
+        if settings.judge_model is None and isinstance(fallback, str):
+            # DESIGN §2: the suite's model (else --model) is the judges' default too.
+            settings = dataclasses.replace(settings, judge_model=fallback)
         try:
-            with use_settings(self.settings):
+            with use_settings(settings):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(writer.loop)
                     async with anyio.create_task_group() as workers:
                         for _ in range(min(self.concurrency, total)):
-                            workers.start_soon(worker, queue)
+                            workers.start_soon(worker)
                     writer.close()
             run.status = "completed"
             if budget.spent_out() and self.finished < total:
@@ -336,6 +405,8 @@ class Runner:
             run.status = "interrupted"
             raise
         finally:
+            if adaptive is not None:
+                run.config["adaptive"]["stopped"] = adaptive.stop_reasons()
             run.finished_at = datetime.now(UTC)
             writer.flush_now()
             if self.store is not None:

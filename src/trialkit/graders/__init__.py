@@ -11,6 +11,8 @@ from trialkit.graders.base import (
     shared,
 )
 from trialkit.graders.compose import all_of, any_of, weighted
+from trialkit.graders.human import human
+from trialkit.graders.judge import Control, judge, majority, mean
 from trialkit.graders.match import (
     choice_answer,
     contains_all,
@@ -54,6 +56,7 @@ from trialkit.graders.workspace import (
 )
 
 __all__ = [
+    "Control",
     "FunctionGrader",
     "GradeContext",
     "Grader",
@@ -76,12 +79,16 @@ __all__ = [
     "file_json",
     "fuzzy_match",
     "grader",
+    "human",
     "is_json",
     "json_equals",
+    "judge",
     "levenshtein",
+    "majority",
     "matches",
     "max_tool_calls",
     "max_turns",
+    "mean",
     "no_tool_errors",
     "none_of",
     "not_contains",
