@@ -154,6 +154,13 @@ class Runner:
             )
         return planned
 
+    def most_trials(self, suite: Suite) -> int:
+        """How many trials a run of `suite` takes (with adaptive trials: at most)."""
+        planned = self.plan(suite)
+        if self.adaptive is not None:
+            return self.adaptive.max_trials * len(planned)
+        return sum(p.trials for p in planned)
+
     def _harness(self, suite: Suite, planned: list[PlannedTask]) -> Harness:
         chosen = self.harness_override if self.harness_override is not None else suite.harness
         if chosen is None:

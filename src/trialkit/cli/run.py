@@ -20,6 +20,7 @@ from trialkit.cli._common import (
     stdout_console,
     store_option,
 )
+from trialkit.cli._matrix import parse_models, run_matrix
 
 
 def _fraction(text: str, option: str) -> float:
@@ -31,6 +32,31 @@ def _fraction(text: str, option: str) -> float:
     if not 0 <= value <= 1:
         fail(f"{option}: must be between 0 and 1 (or 0% and 100%), got {text!r}")
     return value
+
+
+def trials_option(
+    trials: str | None, max_trials: int | None, precision: float | None
+) -> tuple[int | None, Any]:
+    """`--trials N` or `--trials auto` (with --max-trials, --precision): a count or a policy."""
+    if trials is not None and trials.strip().lower() == "auto":
+        from trialkit.adaptive import Adaptive
+
+        policy = Adaptive()
+        return None, Adaptive(
+            max_trials=max_trials or policy.max_trials, precision=precision or policy.precision
+        )
+    for flag, given in (("--max-trials", max_trials), ("--precision", precision)):
+        if given is not None:
+            fail(f"{flag} goes with --trials auto")
+    if trials is None:
+        return None, None
+    try:
+        count = int(trials)
+    except ValueError:
+        fail(f"--trials: expected a whole number >= 1 or auto, got {trials!r}")
+    if count < 1:
+        fail(f"--trials: expected a whole number >= 1 or auto, got {trials!r}")
+    return count, None
 
 
 def _error_allowance(text: str) -> float:
@@ -48,7 +74,29 @@ def _error_allowance(text: str) -> float:
 
 @click.command("run")
 @click.argument("target")
-@click.option("--trials", type=click.IntRange(min=1), help="Trials per task (overrides the suite).")
+@click.option(
+    "--trials",
+    metavar="N|auto",
+    help="Trials per task (overrides the suite), or `auto`: sample each task only while its "
+    "verdict or pass rate is undecided (see --max-trials, --precision).",
+)
+@click.option(
+    "--max-trials",
+    type=click.IntRange(min=1),
+    help="With --trials auto: the most trials any task gets [default: 20].",
+)
+@click.option(
+    "--precision",
+    type=click.FloatRange(0, 1, min_open=True),
+    help="With --trials auto: a task stops once the 95%% interval of its pass rate is at most "
+    "this wide [default: 0.2].",
+)
+@click.option(
+    "--models",
+    metavar="A,B,...",
+    help="Run the suite once per model (comma-separated), all at once so their trials "
+    "interleave, and print the runs side by side.",
+)
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
@@ -160,7 +208,10 @@ def _error_allowance(text: str) -> float:
 @handle_errors
 def run_command(
     target: str,
-    trials: int | None,
+    trials: str | None,
+    max_trials: int | None,
+    precision: float | None,
+    models: str | None,
     concurrency: int,
     timeout: float | None,
     task_ids: tuple[str, ...],
@@ -197,6 +248,7 @@ def run_command(
     from trialkit.reports import render_terminal
     from trialkit.runner import Runner
 
+    trial_count, adaptive = trials_option(trials, max_trials, precision)
     min_rate = _fraction(min_pass_rate, "--min-pass-rate") if min_pass_rate else None
     allowance = _error_allowance(fail_on_error)
     cassette = _cassette(cache_dir, cache_mode)
@@ -207,10 +259,54 @@ def run_command(
     if not (no_progress or quiet):
         progress = progress_for(err_console)
     store = open_store(store_url)
+    options: dict[str, Any] = {
+        "store": store,
+        "trials": trial_count,
+        "adaptive": adaptive,
+        "timeout": timeout,
+        "task_ids": task_ids,
+        "tags": tags,
+        "judge_model": judge_model,
+        "cassette": cassette,
+        "max_cost": max_cost,
+    }
+    if models is not None:
+        refused = [
+            flag
+            for flag, given in (
+                ("--model", model),
+                ("--resume", resume_ref),
+                ("--json", json_path),
+                ("--markdown", markdown_path),
+                ("--junit", junit_path),
+                ("--trace-jsonl", trace_jsonl),
+            )
+            if given
+        ]
+        if refused:
+            fail(
+                f"--models does not go with {', '.join(refused)}: each model gets its own run; "
+                "`trialkit report RUN` writes any run's reports"
+            )
+        try:
+            code = run_matrix(
+                suite,
+                parse_models(models),
+                concurrency=concurrency,
+                name=name,
+                progress=progress,
+                options=options,
+                gate_options={"min_pass_rate": min_rate, "fail_on_error": allowance},
+                console=None if quiet else console,
+            )
+        finally:
+            store.close()
+        sys.exit(code)
     runner = Runner(
         store=store,
         concurrency=concurrency,
-        trials=trials,
+        trials=trial_count,
+        adaptive=adaptive,
         timeout=timeout,
         task_ids=task_ids,
         tags=tags,

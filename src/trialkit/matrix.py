@@ -1,0 +1,93 @@
+"""One suite against several models in one go (`trialkit run ... --models A,B,C`).
+
+Each model gets its own run in the store (named after the model), so `trialkit compare` and
+`trialkit health` see ordinary runs. The runs go at the same time, sharing the concurrency, so
+their trials interleave: a provider that slows down or drifts during the evaluation affects
+every model alike instead of whichever happened to run last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from trialkit.progress import Progress
+from trialkit.report import Report
+from trialkit.runner import Runner
+from trialkit.task import Suite
+from trialkit.trial import Trial
+
+__all__ = ["run_models"]
+
+
+class _Shared(Progress):
+    """Hands one run's progress events to the progress of all the runs."""
+
+    def __init__(self, target: Progress) -> None:
+        self.target = target
+
+    def start(self, total: int) -> None:
+        """`run_models` starts the shared progress with every run's total."""
+
+    def advance(self, trial: Trial) -> None:
+        self.target.advance(trial)
+
+    def stop(self) -> None:
+        """The runs stop together; `run_models` stops the shared progress."""
+
+
+async def run_models(
+    suite: Suite,
+    models: Sequence[str],
+    *,
+    concurrency: int = 10,
+    name: str | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> list[Report]:
+    """Run `suite` once per model in `models`, all at once; the reports in the same order.
+
+    Each run uses the model as the suite's model (a task that names its own model keeps it) and
+    gets `concurrency / len(models)` workers (at least one). Runs are named `name@model`, or
+    `suite-id@model`. `options` are the other `Runner` options (store, trials, cassette, ...).
+    Judges that name no model use `judge_model`, else the suite's own model when it names one
+    by id; give one so the same judge grades every model.
+    """
+    if len(models) < 2:
+        raise ValueError(f"--models needs at least two models, got {len(models)}")
+    if len(set(models)) != len(models):
+        raise ValueError("--models: a model is listed twice")
+    share = max(1, math.ceil(concurrency / len(models)))
+    if options.get("judge_model") is None and isinstance(suite.model, str):
+        options["judge_model"] = suite.model  # one judge for every run, not each model itself
+    runners = [
+        Runner(
+            concurrency=share,
+            name=f"{name or suite.id}@{model}",
+            model=model,
+            progress=_Shared(progress) if progress is not None else None,
+            **options,
+        )
+        for model in models
+    ]
+    for runner in runners:
+        runner.plan(suite)  # a bad selection fails before any run starts
+    reports: list[Report | None] = [None] * len(models)
+
+    async def one(i: int) -> None:
+        reports[i] = await runners[i].run(dataclasses.replace(suite, model=models[i]))
+
+    if progress is not None:
+        progress.start(sum(r.most_trials(suite) for r in runners))
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(models)):
+                tg.start_soon(one, i)
+    finally:
+        if progress is not None:
+            progress.stop()
+    return [r for r in reports if r is not None]
