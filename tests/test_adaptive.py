@@ -16,26 +16,33 @@ from trialkit.task import SuiteKind
 REGRESSION, CAPABILITY = SuiteKind.REGRESSION, SuiteKind.CAPABILITY
 
 
-def test_a_regression_task_stops_at_its_first_failure() -> None:
-    policy = Adaptive(max_trials=20, precision=0.2)
-    assert policy.stop_reason(REGRESSION, 3, 0, 0) is None
-    assert policy.stop_reason(REGRESSION, 3, 1, 0) == (
+def test_a_regression_task_stops_at_its_first_failure_or_its_cap() -> None:
+    policy = Adaptive(precision=0.2)
+    assert policy.stop_reason(REGRESSION, 3, 0, 0, cap=20) is None
+    assert policy.stop_reason(REGRESSION, 3, 1, 0, cap=20) == (
         "a regression task fails at its first failed trial"
     )
+    # the interval never stops a passing regression task: its verdict needs every trial
+    assert policy.stop_reason(REGRESSION, 19, 0, 0, cap=20) is None
+    assert policy.stop_reason(REGRESSION, 20, 0, 0, cap=20) == (
+        "it reached the most trials allowed (20)"
+    )
     # a capability task's verdict is known at its first pass, but not its pass rate
-    assert policy.stop_reason(CAPABILITY, 1, 1, 0) is None
+    assert policy.stop_reason(CAPABILITY, 1, 1, 0, cap=20) is None
 
 
-def test_the_interval_width_and_the_cap_stop_a_task() -> None:
-    policy = Adaptive(max_trials=20, precision=0.2)
+def test_the_interval_width_and_the_cap_stop_a_capability_task() -> None:
+    policy = Adaptive(precision=0.2)
     # 16 of 16: the Wilson interval is [0.806, 1], 0.194 wide; 15 of 15 is 0.204 wide.
-    assert policy.stop_reason(CAPABILITY, 15, 0, 0) is None
-    assert policy.stop_reason(CAPABILITY, 16, 0, 0) == (
+    assert policy.stop_reason(CAPABILITY, 15, 0, 0, cap=20) is None
+    assert policy.stop_reason(CAPABILITY, 16, 0, 0, cap=20) == (
         "the 95% interval is 0.19 wide (precision 0.2)"
     )
-    assert policy.stop_reason(CAPABILITY, 5, 5, 9) is None
-    assert policy.stop_reason(CAPABILITY, 5, 5, 10) == ("it reached the most trials allowed (20)")
-    assert Adaptive(precision=1.0, min_trials=2).stop_reason(CAPABILITY, 1, 0, 0) is None
+    assert policy.stop_reason(CAPABILITY, 5, 5, 9, cap=20) is None
+    assert policy.stop_reason(CAPABILITY, 5, 5, 10, cap=20) == (
+        "it reached the most trials allowed (20)"
+    )
+    assert Adaptive(precision=1.0, min_trials=2).stop_reason(CAPABILITY, 1, 0, 0, cap=5) is None
 
 
 @pytest.mark.parametrize(
@@ -58,7 +65,7 @@ def test_the_queue_spreads_workers_and_waits_for_trials_in_flight() -> None:
     async def main() -> list[tuple[str, int]]:
         queue = AdaptiveQueue(
             Adaptive(max_trials=4),
-            [("a", REGRESSION, "a"), ("b", REGRESSION, "b")],
+            [("a", REGRESSION, 9, "a"), ("b", REGRESSION, 9, "b")],
             workers=2,
         )
         first = await queue.next()
@@ -113,6 +120,16 @@ def test_a_run_uses_as_many_trials_as_each_task_needs() -> None:
     assert stopped["half"] == "it reached the most trials allowed (12)"
     assert stopped["crash"] == "it reached the most trials allowed (12)"
     assert report.task("always").stopped == stopped["always"]
+
+
+def test_by_default_a_task_is_capped_at_its_own_trial_count() -> None:
+    fixed = run_sync(suite("regression"), trials=None)
+    adaptive = run_sync(suite("regression"), adaptive=Adaptive(), concurrency=1)
+    for before, after in zip(fixed.tasks, adaptive.tasks, strict=True):
+        assert after.verdict == before.verdict  # the same verdicts as a fixed run
+        assert after.trials <= before.trials
+    assert adaptive.task("never").trials == 1
+    assert adaptive.task("always").trials == fixed.task("always").trials
 
 
 def test_regression_tasks_stop_at_the_first_failure_even_with_many_workers() -> None:

@@ -2,17 +2,21 @@
 
 A fixed trial count spends as much on a task that failed at its first trial as on one whose
 pass rate is still uncertain. With `Adaptive(max_trials=20, precision=0.2)` (CLI:
-`--trials auto --max-trials 20 --precision 0.2`) each task stops as soon as one of these holds:
+`--trials auto --max-trials 20 --precision 0.2`) each task stops as soon as one of these holds
+(its cap is `max_trials`, or by default its own trial count — the suite's or the task's — so
+an adaptive run never takes more trials than the fixed one would):
 
-- a **regression** task failed a trial: its verdict is decided (fail) at the first failure;
-- the pass rate's 95% Wilson interval over its decided trials is at most `precision` wide
-  (and at least `min_trials` were decided): the estimate is as sharp as asked;
-- it has used `max_trials` trials (errors and unknowns included, so a task that keeps
-  erroring stops too).
+- a **regression** task failed a trial: its verdict is decided (fail) at the first failure.
+  Otherwise it runs to its cap, so its verdict is exactly the one a fixed run of that many
+  trials would give — for fewer trials whenever a task fails;
+- a **capability** task's pass rate has a 95% Wilson interval at most `precision` wide (over
+  at least `min_trials` decided trials): the estimate is as sharp as asked. It does not stop
+  at its first pass: its verdict is then known, but its pass rate, pass^k and flakiness are
+  what a capability suite is for;
+- it has used its cap (errors and unknowns included, so a task that keeps erroring stops
+  too).
 
-A capability task does not stop at its first pass: its verdict is then known, but its pass
-rate, pass^k and flakiness are what a capability suite is for, so it samples until the
-interval is narrow enough. Each task's report says how many trials it used and why it stopped.
+Each task's report says how many trials it used and why it stopped.
 """
 
 from __future__ import annotations
@@ -35,42 +39,47 @@ T = TypeVar("T")
 class Adaptive:
     """How adaptive trials stop; see the module docs."""
 
-    max_trials: int = 20
-    """The most trials any task gets."""
+    max_trials: int | None = None
+    """The most trials any task gets; `None`: each task's own trial count."""
     precision: float = 0.2
     """Stop once the 95% interval of the pass rate is at most this wide."""
     min_trials: int = 3
     """Decided trials needed before the interval may stop a task."""
 
     def __post_init__(self) -> None:
-        if self.max_trials < 1:
+        if self.max_trials is not None and self.max_trials < 1:
             raise ValueError(f"max_trials must be >= 1, got {self.max_trials}")
         if not 0 < self.precision <= 1:
             raise ValueError(f"precision must be within (0, 1], got {self.precision}")
         if self.min_trials < 1:
             raise ValueError(f"min_trials must be >= 1, got {self.min_trials}")
 
-    def stop_reason(self, kind: SuiteKind, passed: int, failed: int, other: int) -> str | None:
+    def stop_reason(
+        self, kind: SuiteKind, passed: int, failed: int, other: int, cap: int
+    ) -> str | None:
         """Why a task with these finished trials needs no more, or `None` if it does.
 
-        `other` counts finished trials that decided nothing (errors, unknowns)."""
-        if kind is SuiteKind.REGRESSION and failed:
-            return "a regression task fails at its first failed trial"
+        `other` counts finished trials that decided nothing (errors, unknowns); `cap` is the
+        most trials the task may get."""
         decided = passed + failed
-        if decided >= self.min_trials:
+        if kind is SuiteKind.REGRESSION:
+            if failed:
+                return "a regression task fails at its first failed trial"
+        elif decided >= self.min_trials:
             interval = wilson_interval(passed, decided)
             assert interval is not None
             width = interval[1] - interval[0]
             if width <= self.precision:
                 return f"the 95% interval is {width:.2f} wide (precision {self.precision:g})"
-        if decided + other >= self.max_trials:
-            return f"it reached the most trials allowed ({self.max_trials})"
+        if decided + other >= cap:
+            return f"it reached the most trials allowed ({cap})"
         return None
 
 
 @dataclass
 class _Tally:
     kind: SuiteKind
+    cap: int
     passed: int = 0
     failed: int = 0
     other: int = 0
@@ -95,17 +104,19 @@ class AdaptiveQueue(Generic[T]):
     """
 
     policy: Adaptive
-    items: Sequence[tuple[str, SuiteKind, T]]
-    """(task id, the kind that decides its verdict, what the worker runs)."""
+    items: Sequence[tuple[str, SuiteKind, int, T]]
+    """(task id, the kind that decides its verdict, its own trial count, what the worker
+    runs); the cap of a task is the policy's `max_trials`, else its own trial count."""
     workers: int
     tallies: dict[str, _Tally] = field(init=False)
     _changed: anyio.Event = field(init=False)
     _order: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.tallies = {task_id: _Tally(kind) for task_id, kind, _ in self.items}
-        self._payload = {task_id: payload for task_id, _, payload in self.items}
-        self._order = [task_id for task_id, _, _ in self.items]
+        cap = self.policy.max_trials
+        self.tallies = {task_id: _Tally(kind, cap or own) for task_id, kind, own, _ in self.items}
+        self._payload = {task_id: payload for task_id, _, _, payload in self.items}
+        self._order = [task_id for task_id, _, _, _ in self.items]
         self._changed = anyio.Event()
 
     def seed(self, task_id: str, index: int, verdict: Verdict) -> None:
@@ -113,7 +124,7 @@ class AdaptiveQueue(Generic[T]):
         tally = self.tallies[task_id]
         self._count(tally, verdict)
         tally.next_index = max(tally.next_index, index + 1)
-        tally.stopped = self.policy.stop_reason(tally.kind, tally.passed, tally.failed, tally.other)
+        tally.stopped = self._stop_reason(tally)
 
     async def next(self) -> tuple[T, int] | None:
         while True:
@@ -130,9 +141,7 @@ class AdaptiveQueue(Generic[T]):
         tally.running -= 1
         self._count(tally, verdict)
         if tally.stopped is None:
-            tally.stopped = self.policy.stop_reason(
-                tally.kind, tally.passed, tally.failed, tally.other
-            )
+            tally.stopped = self._stop_reason(tally)
         self._changed.set()
         self._changed = anyio.Event()
 
@@ -157,7 +166,16 @@ class AdaptiveQueue(Generic[T]):
 
     def _needs_more(self, task_id: str) -> bool:
         tally = self.tallies[task_id]
-        return tally.stopped is None and tally.started < self.policy.max_trials
+        return tally.stopped is None and tally.started < tally.cap
+
+    def remaining(self) -> int:
+        """The most trials still to run."""
+        return sum(max(0, t.cap - t.started) for t in self.tallies.values() if not t.stopped)
+
+    def _stop_reason(self, tally: _Tally) -> str | None:
+        return self.policy.stop_reason(
+            tally.kind, tally.passed, tally.failed, tally.other, tally.cap
+        )
 
     @staticmethod
     def _count(tally: _Tally, verdict: Verdict) -> None:

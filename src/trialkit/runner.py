@@ -158,7 +158,8 @@ class Runner:
         """How many trials a run of `suite` takes (with adaptive trials: at most)."""
         planned = self.plan(suite)
         if self.adaptive is not None:
-            return self.adaptive.max_trials * len(planned)
+            cap = self.adaptive.max_trials
+            return sum(cap or p.trials for p in planned)
         return sum(p.trials for p in planned)
 
     def _harness(self, suite: Suite, planned: list[PlannedTask]) -> Harness:
@@ -273,7 +274,7 @@ class Runner:
             return [(p, i) for p in planned for i in range(p.trials) if (p.task.id, i) not in done]
         queue = AdaptiveQueue(
             self.adaptive,
-            [(p.task.id, suite.task_kind(p.task), p) for p in planned],
+            [(p.task.id, suite.task_kind(p.task), p.trials, p) for p in planned],
             workers=self.concurrency,
         )
         for (task_id, index), verdict in sorted(done.items()):
@@ -299,7 +300,7 @@ class Runner:
         stored_policy = config.get("adaptive")
         self.adaptive = (
             Adaptive(
-                max_trials=stored_policy["max_trials"],
+                max_trials=stored_policy.get("max_trials"),
                 precision=stored_policy["precision"],
                 min_trials=stored_policy["min_trials"],
             )
@@ -351,10 +352,7 @@ class Runner:
         writer = TrialWriter(self.store)
         if isinstance(todo, AdaptiveQueue):
             adaptive, fixed = todo, None
-            total = sum(  # at most: adaptive runs usually stop well before
-                max(0, todo.policy.max_trials - t.started) if t.stopped is None else 0
-                for t in todo.tallies.values()
-            )
+            total = todo.remaining()  # at most: adaptive runs usually stop before
         else:
             adaptive, fixed = None, iter(todo)
             total = len(todo)

@@ -42,9 +42,7 @@ def trials_option(
         from trialkit.adaptive import Adaptive
 
         policy = Adaptive()
-        return None, Adaptive(
-            max_trials=max_trials or policy.max_trials, precision=precision or policy.precision
-        )
+        return None, Adaptive(max_trials=max_trials, precision=precision or policy.precision)
     for flag, given in (("--max-trials", max_trials), ("--precision", precision)):
         if given is not None:
             fail(f"{flag} goes with --trials auto")
@@ -83,7 +81,8 @@ def _error_allowance(text: str) -> float:
 @click.option(
     "--max-trials",
     type=click.IntRange(min=1),
-    help="With --trials auto: the most trials any task gets [default: 20].",
+    help="With --trials auto: the most trials any task gets [default: each task's own "
+    "trial count, so an adaptive run never takes more trials than a fixed one].",
 )
 @click.option(
     "--precision",
