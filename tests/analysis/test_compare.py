@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,8 +27,9 @@ from ._store_runs import write_run
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(f"sqlite:///{tmp_path}/s.db") as opened:
+def store(db_url: str) -> Iterator[Store]:
+    """An empty store on each backend (PostgreSQL when configured)."""
+    with Store(db_url) as opened:
         yield opened
 
 

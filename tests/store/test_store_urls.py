@@ -22,6 +22,8 @@ def test_the_public_names_are_pinned() -> None:
     assert sorted(trialkit.store.__all__) == [
         "AmbiguousRun",
         "DEFAULT_STORE_PATH",
+        "GraderNotFound",
+        "PendingReview",
         "RunNotFound",
         "RunSummary",
         "STORE_ENV_VAR",
