@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from trialkit._record import Record
 from trialkit.analysis._deps import require_stats
 from trialkit.labels import HUMAN, Label
-from trialkit.score import Score, Verdict
+from trialkit.score import Assertion, Score, Verdict
 from trialkit.trial import Trial
 
 if TYPE_CHECKING:
@@ -121,8 +121,10 @@ def judge_agreement(
     """Krippendorff's alpha of graders (by score name) and human labels on the same trials.
 
     Each grader is a rater, and so is each `grader` field of the labels (`human`, or
-    `human:NAME` for labels for grader NAME). Nominal compares pass/fail verdicts; interval
-    compares scores (a pass or fail without a value counts as 1.0 or 0.0). Errors and
+    `human:NAME` for labels for grader NAME). A grader is found among a trial's scores, or
+    among the parts of a combined score (the judges of a `majority` or `mean`). Nominal
+    compares pass/fail verdicts; interval compares scores (a pass or fail without a value
+    counts as 1.0 or 0.0). Errors and
     `unknown` are missing values. A label is matched to a trial by run, task and trial index;
     one that names no run matches that task and index in any run.
     """
@@ -138,7 +140,7 @@ def judge_agreement(
     raters = [*graders, *label_raters]
     columns: list[list[object]] = []
     for trial in trials:
-        scores = {s.name: s for s in trial.scores if not s.pending}
+        scores = ratings_of(trial)
         cells = [_score_value(scores.get(name), level) for name in graders]
         from_labels = {
             **by_label.get((None, trial.task_id, trial.index), {}),
@@ -266,7 +268,36 @@ def _interval_sums(rows: Sequence[Sequence[object]], units: int) -> _Sums:
     )
 
 
-def _score_value(score: Score | None, level: Level) -> object:
+def ratings_of(trial: Trial) -> dict[str, Score | Assertion]:
+    """What each grader said of `trial`: its scores, then the parts of combined scores (a
+    score's own name wins over a part with the same name). Pending scores said nothing."""
+    found: dict[str, Score | Assertion] = {}
+    for score in trial.scores:
+        for part in score.assertions:
+            found.setdefault(part.name, part)
+    for score in trial.scores:
+        if not score.pending:
+            found[score.name] = score
+    return found
+
+
+def default_raters(trials: Iterable[Trial]) -> list[str]:
+    """The judges to compare when none are named: the parts of the first combined score whose
+    parts are judges, else every score carrying a judge model."""
+    from trialkit.analysis.calibration import JUDGE_MODEL_KEY
+
+    singles: list[str] = []
+    for trial in trials:
+        for score in trial.scores:
+            parts = [a.name for a in score.assertions if a.name.startswith("judge(")]
+            if len(parts) >= 2:
+                return parts
+            if JUDGE_MODEL_KEY in score.metadata and score.name not in singles:
+                singles.append(score.name)
+    return singles
+
+
+def _score_value(score: Score | Assertion | None, level: Level) -> object:
     if score is None or score.verdict not in (Verdict.PASS, Verdict.FAIL):
         return None
     if level == "nominal":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from trialkit._version import __version__
+from trialkit.cli.agreement import agreement_command
 from trialkit.cli.cache import cache_command
 from trialkit.cli.calibrate import calibrate_command
 from trialkit.cli.compare import compare_command
@@ -31,6 +32,7 @@ cli.add_command(report_command)
 cli.add_command(review_command)
 cli.add_command(labels_command)
 cli.add_command(calibrate_command)
+cli.add_command(agreement_command)
 cli.add_command(compare_command)
 cli.add_command(health_command)
 cli.add_command(cache_command)
