@@ -171,3 +171,12 @@ def test_an_adaptive_run_resumes_with_what_it_had(tmp_path: Path) -> None:
         resumed = run_sync(suite(), store=store, resume=first.run.id, concurrency=1)
     counts = {t.id: (t.trials, t.passed) for t in resumed.tasks}
     assert counts == {t.id: (t.trials, t.passed) for t in whole.tasks}
+
+
+def test_reports_say_how_the_tasks_stopped() -> None:
+    report = run_sync(suite(), adaptive=Adaptive(max_trials=12, precision=0.3), concurrency=1)
+    assert (
+        "| Adaptive trials (precision 0.3) | tasks stopped: 2 with a narrow enough interval, "
+        "2 at their cap |" in report.to_markdown()
+    )
+    assert "Adaptive" not in run_sync(suite(), trials=2).to_markdown()

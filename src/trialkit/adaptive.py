@@ -34,6 +34,10 @@ from trialkit.task import SuiteKind
 
 T = TypeVar("T")
 
+FIRST_FAILURE = "a regression task fails at its first failed trial"
+NARROW = "the 95% interval is"
+CAP = "it reached the most trials allowed"
+
 
 @dataclass(frozen=True)
 class Adaptive:
@@ -64,15 +68,15 @@ class Adaptive:
         decided = passed + failed
         if kind is SuiteKind.REGRESSION:
             if failed:
-                return "a regression task fails at its first failed trial"
+                return FIRST_FAILURE
         elif decided >= self.min_trials:
             interval = wilson_interval(passed, decided)
             assert interval is not None
             width = interval[1] - interval[0]
             if width <= self.precision:
-                return f"the 95% interval is {width:.2f} wide (precision {self.precision:g})"
+                return f"{NARROW} {width:.2f} wide (precision {self.precision:g})"
         if decided + other >= cap:
-            return f"it reached the most trials allowed ({cap})"
+            return f"{CAP} ({cap})"
         return None
 
 

@@ -171,7 +171,31 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         ("Cost", total_cost(s.cost_usd, s.grader_cost_usd, s.grader_usage)),
         ("Duration", seconds(s.duration_s)),
     ]
+    adaptive = adaptive_note(report)
+    if adaptive:
+        rows.insert(rows.index(("Errors", f"{s.errors} of {s.trials} trials")), adaptive)
     return rows
+
+
+def adaptive_note(report: Report) -> tuple[str, str] | None:
+    """With `--trials auto`: how many tasks stopped for each reason."""
+    policy = report.run.config.get("adaptive")
+    if not policy:
+        return None
+    from trialkit.adaptive import CAP, FIRST_FAILURE, NARROW
+
+    reasons = [t.stopped or "" for t in report.tasks]
+    counts = [
+        (sum(r.startswith(FIRST_FAILURE) for r in reasons), "at a first failure"),
+        (sum(r.startswith(NARROW) for r in reasons), "with a narrow enough interval"),
+        (sum(r.startswith(CAP) for r in reasons), "at their cap"),
+    ]
+    parts = [f"{n} {why}" for n, why in counts if n]
+    unfinished = sum(not r for r in reasons)
+    if unfinished:
+        parts.append(f"{unfinished} not finished")
+    label = f"Adaptive trials (precision {policy['precision']:g})"
+    return label, "tasks stopped: " + ", ".join(parts) if parts else "no task stopped"
 
 
 def _flakiness(summary: Summary) -> str:
