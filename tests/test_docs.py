@@ -38,8 +38,20 @@ QUICKSTART = (
 TESTS = 'pip install -e ".[dev]" && python -m pytest'
 
 # Long options the docs mention that belong to other programs: scripts/gen_cli_docs.py --check,
-# benchmarks/overhead.py --agent, benchmarks/latency.py --quick, and pip's --no-deps.
-NOT_TRIALKIT_OPTIONS = {"--check", "--agent", "--quick", "--no-deps"}
+# benchmarks/overhead.py --agent, benchmarks/latency.py --quick, benchmarks/adaptive.py
+# --suites, pip's --no-deps, and Claude Code's --output-format, --verbose, --mcp-config and
+# --allowed-tools (the command-line agent example of the guide).
+NOT_TRIALKIT_OPTIONS = {
+    "--check",
+    "--agent",
+    "--quick",
+    "--suites",
+    "--no-deps",
+    "--output-format",
+    "--verbose",
+    "--mcp-config",
+    "--allowed-tools",
+}
 
 
 def _examples() -> list[tuple[str, int, str]]:
