@@ -25,6 +25,7 @@ from trialkit import (
 )
 from trialkit.runner import EmptySelection
 from trialkit.task import SuiteError
+from trialkit.transcript import ModelCall, Turn
 
 
 def echo(prompt: str) -> str:
@@ -306,6 +307,32 @@ def test_multi_turn_session_and_transcript() -> None:
     assert report.tasks[0].usage.input_tokens == 40
 
 
+def test_the_cost_an_agent_reports_adds_up_over_its_turns() -> None:
+    def agent(prompt: str) -> Reply:
+        recorder = current_recorder()
+        assert recorder is not None
+        if prompt == "priced call":
+            recorder.add_model_call(ModelCall(model="m/priced", cost_usd=0.125))
+        if prompt == "unpriced call":
+            recorder.add_model_call(ModelCall(model="m/unpriced"))
+        reported = {"a": 0.25, "c": 0.5}.get(prompt[0])
+        return Reply(output=prompt, cost_usd=reported)
+
+    def cost_of(*turns: str) -> float | None:
+        report = run_sync(suite_of(Task(id="t", input=Turns(*turns)), harness=agent))
+        (result,) = report.tasks[0].results
+        assert report.tasks[0].cost_usd == result.cost_usd
+        return result.cost_usd
+
+    assert cost_of("a", "b", "c") == 0.75  # the turn that reported nothing adds nothing
+    assert cost_of("b") is None  # nothing reported, no model call: unknown, not free
+    assert cost_of("a", "priced call") == 0.375
+    assert cost_of("a", "unpriced call") is None
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        Reply(cost_usd=-0.5)
+    assert Turn.model_validate({"index": 0, "input": "x"}).cost_usd is None  # older records
+
+
 def test_recorder_reaches_blocking_agents_in_threads() -> None:
     def agent(prompt: str) -> str:
         recorder = current_recorder()
@@ -447,3 +474,14 @@ def test_worker_threads_follow_concurrency() -> None:
 
     report = run_sync(suite_of(Task(id="t", input="x", trials=48), harness=agent), concurrency=48)
     assert report.summary.errors == 0
+
+
+def test_the_cost_an_agent_reports_counts_against_max_cost() -> None:
+    def agent(prompt: str) -> Reply:
+        return Reply(output=prompt, cost_usd=0.02)
+
+    report = run_sync(
+        suite_of(Task(id="t", input="x"), harness=agent, trials=10), concurrency=1, max_cost=0.05
+    )
+    assert report.summary.trials == 3  # $0.02 each: the third crosses $0.05
+    assert report.run.status == "stopped"

@@ -18,7 +18,7 @@ import pydantic_core
 
 from trialkit._record import ErrorInfo
 from trialkit.environments.base import Environment
-from trialkit.graders.base import GradeContext, Grader, combine_verdicts, run_grader
+from trialkit.graders.base import GradeContext, Grader, run_grader, trial_verdict
 from trialkit.graders.state import call_user
 from trialkit.harness.base import Harness, HarnessError, Reply, TrialContext
 from trialkit.harness.chat import ChatHarness
@@ -28,7 +28,15 @@ from trialkit.models.pricing import add_costs
 from trialkit.outcome import Outcome
 from trialkit.score import Score, Verdict
 from trialkit.task import Suite, Task
-from trialkit.transcript import Message, TranscriptRecorder, Turn, activate, deactivate
+from trialkit.transcript import (
+    Message,
+    ModelCall,
+    Transcript,
+    TranscriptRecorder,
+    Turn,
+    activate,
+    deactivate,
+)
 from trialkit.trial import Trial, TrialStatus
 
 
@@ -96,7 +104,7 @@ class TrialRunner:
             error=state.error,
             usage=transcript.usage,
             grader_usage=transcript.grader_usage,
-            cost_usd=_cost(transcript.model_calls),
+            cost_usd=_cost(transcript),
             grader_cost_usd=_grader_cost(transcript.model_calls),
             model=model_name(self.model_for(task))
             if isinstance(self.harness, ChatHarness)
@@ -214,9 +222,7 @@ class TrialRunner:
 
     @staticmethod
     def _verdict(state: _TrialState) -> Verdict:
-        if state.status is not TrialStatus.COMPLETED:
-            return Verdict.ERROR
-        return combine_verdicts([s.verdict for s in state.scores])
+        return trial_verdict(state.status, state.scores)
 
 
 class _TrialState:
@@ -264,6 +270,7 @@ def _record_reply(
             is_error=reply.is_error,
             started_at=start,
             duration_s=recorder.elapsed() - start,
+            cost_usd=reply.cost_usd,
         )
     )
 
@@ -325,15 +332,19 @@ def _is_async_grader(g: Grader) -> bool:
     return inspect.iscoroutinefunction(g.grade) or getattr(g, "is_async", False) is True
 
 
-def _cost(calls: Sequence[Any]) -> float | None:
-    """What the calls cost; `None` when there were none (unknown, not free) or a price is."""
-    return add_costs(*(call.cost_usd for call in calls)) if calls else None
+def _cost(transcript: Transcript) -> float | None:
+    """What the trial cost: its model calls, plus what the agent reported its own calls cost
+    (a turn that reported nothing adds nothing); `None` when there was neither (unknown, not
+    free) or a call's price is unknown."""
+    calls = [call.cost_usd for call in transcript.model_calls]
+    reported = [turn.cost_usd for turn in transcript.turns if turn.cost_usd is not None]
+    return add_costs(*calls, *reported) if calls or reported else None
 
 
-def _grader_cost(calls: Sequence[Any]) -> float | None:
+def _grader_cost(calls: Sequence[ModelCall]) -> float | None:
     """Graders that called no model cost nothing; otherwise the sum, `None` if any is unknown."""
-    graded = [c for c in calls if c.role == "grader"]
-    return _cost(graded) if graded else 0.0
+    graded = [c.cost_usd for c in calls if c.role == "grader"]
+    return add_costs(*graded) if graded else 0.0
 
 
 def model_name(model: str | Model | None) -> str | None:

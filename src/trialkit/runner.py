@@ -433,10 +433,14 @@ class _Budget:
         self.spent = 0.0
 
     def add(self, trial: Trial) -> None:
-        """Count what the trial's live calls cost; replayed calls spent nothing."""
+        """Count what the trial's live calls cost (replayed calls spent nothing), and what an
+        agent reported its own calls cost (a command-line agent's, say)."""
         for call in trial.transcript.model_calls:
             if call.cost_usd is not None and not call.replayed:
                 self.spent += call.cost_usd
+        for turn in trial.transcript.turns:
+            if turn.cost_usd is not None:
+                self.spent += turn.cost_usd
 
     def spent_out(self) -> bool:
         return self.limit is not None and self.spent >= self.limit

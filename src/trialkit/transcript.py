@@ -131,6 +131,9 @@ class Turn(Record):
     started_at: float = 0.0
     """Seconds since the trial started."""
     duration_s: float = 0.0
+    cost_usd: float | None = None
+    """What the agent reported its own model calls cost in this turn (`Reply.cost_usd`), for
+    agents whose calls do not go through trialkit's model layer; `None` when it reported none."""
     probes: dict[str, Any] = Field(default_factory=dict)
     """What each of the task's probes answered right after this turn (as JSON values)."""
     probe_errors: dict[str, str] = Field(default_factory=dict)

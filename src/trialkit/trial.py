@@ -49,7 +49,8 @@ class Trial(Record):
     grader_usage: Usage = Field(default_factory=Usage)
     """Tokens of the graders' model calls (judges)."""
     cost_usd: float | None = None
-    """Cost of all model calls, the agent's and the graders'; `None` when no call was recorded
+    """Cost of all model calls, the agent's and the graders', plus what the agent reported its
+    own calls cost (`Turn.cost_usd`); `None` when no call was recorded and no cost reported,
     or a price is unknown (never guessed as 0)."""
     grader_cost_usd: float | None = None
     """The graders' part of `cost_usd`: 0 when the graders called no model, `None` when a

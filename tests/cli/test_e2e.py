@@ -180,7 +180,7 @@ def test_selection(work: Path) -> None:
         (["missing.py"], "missing.py: no such file"),
         (["suites.py:good", "--min-pass-rate", "2"], "--min-pass-rate: must be between 0 and 1"),
         (["suites.py:good", "--fail-on-error", "1.5"], "--fail-on-error: expected a whole count"),
-        (["suites.py:good", "--trials", "0"], "Invalid value for '--trials'"),
+        (["suites.py:good", "--trials", "0"], "--trials: expected a whole number >= 1 or auto"),
     ],
 )
 def test_bad_usage_exits_2_and_runs_nothing(work: Path, args: list[str], message: str) -> None:

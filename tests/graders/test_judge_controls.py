@@ -403,7 +403,7 @@ def test_judge_problems_in_a_suite_file(tmp_path: Path) -> None:
 
 
 def test_a_suite_file_judge_is_written_back_in_its_short_form() -> None:
-    from trialkit.loaders.suite_file.grader_specs import Judge as JudgeEntry
+    from trialkit.loaders.suite_file.judge_specs import Judge as JudgeEntry
 
     controls = ["Lyon.", {"output": "Berlin.", "input": "Capital of France?"}]
     for written in (

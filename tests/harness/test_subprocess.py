@@ -20,15 +20,11 @@ import pytest
 from trialkit import GradeContext, Report, Suite, Task, TrialStatus, Turns, Verdict, graders
 from trialkit import run_sync as run
 from trialkit.environments.workspace import Workspace
-from trialkit.harness.subprocess import (
-    MAX_STDOUT_BYTES,
-    AgentOutputError,
-    SubprocessAgent,
-    _Events,
-    _interpret,
-    _Stdout,
-)
+from trialkit.harness._agent_output import Events, interpret
+from trialkit.harness._process import MAX_STDOUT_BYTES, Stdout
+from trialkit.harness.subprocess import AgentOutputError, SubprocessAgent
 from trialkit.harness.tools import Tool
+from trialkit.store import Store
 from trialkit.transcript import Usage
 
 FAKE = str(Path(__file__).parents[1] / "agents" / "fake_claude.py")
@@ -81,14 +77,26 @@ def wait_gone(*pids: int, within: float = 10.0) -> list[int]:
     return [pid for pid in pids if not gone(pid)]
 
 
+def test_the_public_names_stay_in_the_subprocess_module() -> None:
+    import trialkit.harness.subprocess as module
+
+    assert sorted(module.__all__) == [
+        "AgentOutputError",
+        "AgentStartError",
+        "OutputFormat",
+        "SubprocessAgent",
+    ]
+    assert all(hasattr(module, name) for name in module.__all__)
+
+
 # -- reading output -----------------------------------------------------------------------------
 
 
 def parse(stdout: str, mode: Any = "auto") -> Any:
-    events = _Events(MAX_STDOUT_BYTES)
+    events = Events(MAX_STDOUT_BYTES)
     for line in stdout.split("\n"):
         events.feed(line, None)
-    return _interpret(mode, stdout, events)
+    return interpret(mode, stdout, events)
 
 
 CLAUDE_JSON = {
@@ -113,6 +121,16 @@ def test_json_output_gives_the_answer_usage_and_session() -> None:
     assert answer.usage == Usage(
         input_tokens=130, output_tokens=5, cache_read_tokens=100, cache_write_tokens=20
     )
+
+
+def test_the_cost_the_agent_reports() -> None:
+    assert parse(json.dumps(CLAUDE_JSON)).cost_usd == 0.01
+    as_events = stream(assistant("m1", {"type": "text", "text": "hi"}), CLAUDE_JSON)
+    assert parse(as_events, "stream-json").cost_usd == 0.01
+    assert parse('{"result": "hi", "cost_usd": 2}').cost_usd == 2.0
+    for bogus in (-1, "0.5", True, None):
+        assert parse(json.dumps({"result": "hi", "total_cost_usd": bogus})).cost_usd is None
+    assert parse("plain words").cost_usd is None
 
 
 def test_json_errors_and_other_answer_fields() -> None:
@@ -199,7 +217,7 @@ def test_stream_json_without_a_result_and_other_shapes() -> None:
 
 def test_stdout_is_capped_and_cut_into_lines() -> None:
     lines: list[str] = []
-    out = _Stdout(10, lines.append)
+    out = Stdout(10, lines.append)
     out.feed(b"one\ntw")
     out.feed(b"o\n" + b"x" * 25 + b"\nthree")
     out.flush()
@@ -397,6 +415,34 @@ def test_later_turns_continue_the_session() -> None:
     told = json.loads((turns[1].output or "").split(" (resumed")[0])
     assert told["argv"] == ["--output-format", "json", "--resume", "sess-t-0", "env"]
     assert told["env"]["TRIALKIT_TURN"] == "1"
+
+
+def test_the_agents_own_cost_is_the_trials_cost(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    for output in ("json", "stream-json"):
+        report = run(
+            Suite(
+                id="s",
+                harness=fake("--output-format", output),
+                tasks=[Task(id="t", input="say hi")],
+            ),
+            store=url,
+        )
+        (result,) = report.tasks[0].results
+        assert (result.cost_usd, result.grader_cost_usd) == (0.0123, 0.0)
+        assert report.tasks[0].cost_usd == report.summary.cost_usd == 0.0123
+        stored = Store(url)
+        try:
+            trial = stored.load_trial(report.run.id, "t", 0)
+        finally:
+            stored.close()
+        assert trial.cost_usd == 0.0123
+        assert [turn.cost_usd for turn in trial.transcript.turns] == [0.0123]
+    # Each turn's cost adds up; an agent that reports none costs what is unknown.
+    agent = fake("--output-format", "json", continue_args=["--resume", "{session_id}"])
+    report = run_task(agent, Task(id="t", input=Turns("say one", "say two")))
+    assert report.tasks[0].results[0].cost_usd == 0.0246
+    assert run_task(fake(), Task(id="t", input="say hi")).tasks[0].cost_usd is None
 
 
 def test_a_session_id_that_never_came_is_an_error() -> None:

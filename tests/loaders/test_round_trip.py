@@ -55,6 +55,9 @@ def test_short_forms_are_written_back_short() -> None:
                 {"valid_json": None},
                 {"agent_failed": {"message": "no"}},
                 {"python": {"ref": "m:f"}},
+                {"human": {"instructions": "Polite?"}},
+                {"human": {"name": "tone", "instructions": "Polite?"}},
+                {"human": None},
             ],
             "dataset": {"path": "d.csv"},
         }
@@ -69,6 +72,11 @@ def test_short_forms_are_written_back_short() -> None:
         "- valid_json: {}\n"
         "- agent_failed: 'no'\n"
         "- python: m:f\n"
+        "- human: Polite?\n"
+        "- human:\n"
+        "    name: tone\n"
+        "    instructions: Polite?\n"
+        "- human: {}\n"
         "dataset:\n"
         "- path: d.csv\n"
     )
@@ -98,6 +106,7 @@ _leaf_graders = st.one_of(
     st.builds(lambda m: {"agent_failed": m}, st.none() | _text),
     st.just({"valid_json": {"schema": {"type": "object"}}}),
     st.just({"python": {"ref": "checks:polite", "args": {"n": 1}}}),
+    st.builds(lambda i: {"human": i}, st.none() | _text),
 )
 _graders = st.recursive(
     _leaf_graders,

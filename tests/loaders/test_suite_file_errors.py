@@ -17,7 +17,7 @@ GRADER_LIST = (
     "any_of, weighted, predicate, starts_with, contains_any, contains_all, fuzzy_match, "
     "levenshtein, tool_called, tool_not_called, tool_order, max_tool_calls, max_turns, "
     "no_tool_errors, file_exists, file_absent, file_contains, file_json, only_changed, "
-    "unchanged, python, judge"
+    "unchanged, python, judge, human"
 )
 
 
@@ -420,4 +420,17 @@ def test_duplicate_ids_between_tasks_and_rows(tmp_path: Path) -> None:
     assert problems_of(tmp_path) == [
         f"rows.jsonl:2: dataset.id: duplicate task id 'rows-2' (first in {tmp_path}/suite.yaml:3)",
         f"tasks/two.yaml:1: id: duplicate task id 'same' (first in {tmp_path}/tasks/one.yaml:1)",
+    ]
+
+
+def test_a_human_grader_with_a_misspelt_field_or_a_blank_name(tmp_path: Path) -> None:
+    suite = "id: r\nmodel: scripted/x\ntasks: [{id: t, input: x, graders: [{human: %s}]}]\n"
+    write(tmp_path, {"suite.yaml": suite % "{instruction: Polite?}"})
+    assert problems_of(tmp_path) == [
+        "suite.yaml:3: tasks[0].graders[0].human.instruction: unknown field; "
+        "did you mean 'instructions'?"
+    ]
+    write(tmp_path, {"suite.yaml": suite % '{name: " "}'})
+    assert problems_of(tmp_path) == [
+        "suite.yaml:3: tasks[0].graders[0].human: human: name must be a non-empty string"
     ]

@@ -164,7 +164,50 @@ def test_every_built_in_grader_by_short_name(tmp_path: Path) -> None:
     names |= {"tool_called", "tool_not_called", "tool_order", "max_tool_calls", "max_turns"}
     names |= {"no_tool_errors", "file_exists", "file_absent", "file_contains", "file_json"}
     names |= {"only_changed", "unchanged"}
-    assert names | {"all_of", "any_of", "weighted", "predicate", "python", "judge"} == set(GRADERS)
+    names |= {"all_of", "any_of", "weighted", "predicate", "python", "judge", "human"}
+    assert names == set(GRADERS)
+
+
+def test_a_human_grader_leaves_the_trial_pending(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "suite.yaml": """
+            id: reviewed
+            model: scripted/Paris
+            tasks:
+              - id: tone
+                input: Capital of France?
+                criteria: Names Paris.
+                graders:
+                  - contains: paris
+                  - human: Is it polite?
+                  - human: {name: accuracy, instructions: Is it right?}
+                  - human:
+            """
+        },
+    )
+    suite = load_suite_file(tmp_path)
+    built = suite.tasks[0].graders
+    assert built[1:] == [
+        graders.human(instructions="Is it polite?"),
+        graders.human("accuracy", "Is it right?"),
+        graders.human(),
+    ]
+    report = run_sync(suite)
+    (result,) = report.tasks[0].results
+    assert result.verdict == "unknown"
+    assert report.tasks[0].pending == 1
+    assert [(s.name, s.verdict, s.pending) for s in result.scores] == [
+        ("contains('paris')", "pass", False),
+        ("human", "unknown", True),
+        ("accuracy", "unknown", True),
+        ("human", "unknown", True),
+    ]
+    assert result.scores[1].metadata == {
+        "instructions": "Is it polite?",
+        "criteria": "Names Paris.",
+    }
 
 
 def test_custom_graders_by_python_reference(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar, overload
 
@@ -19,6 +19,7 @@ from trialkit._record import ErrorInfo
 from trialkit.outcome import Outcome
 from trialkit.score import Score, Verdict
 from trialkit.transcript import Transcript
+from trialkit.trial import TrialStatus
 
 if TYPE_CHECKING:
     from trialkit.task import Task
@@ -248,3 +249,18 @@ def combine_verdicts(verdicts: list[Verdict]) -> Verdict:
         if worst in verdicts:
             return worst
     return Verdict.PASS
+
+
+def trial_verdict(status: TrialStatus, scores: Sequence[Score]) -> Verdict:
+    """A trial's verdict (DESIGN §2): `error` when it did not complete (setup, the agent or
+    capture raised, or it timed out), otherwise its scores combined (`combine_verdicts`); a
+    score waiting for a reviewer counts as `unknown`.
+
+    The one rule for the runner and for a label applied later. An `expect="failure"` task
+    needs nothing more: an agent that failed as expected completes, its failure on the outcome
+    for the graders to check, while a timeout or a broken harness never counts as that failure
+    and leaves the trial not completed.
+    """
+    if status is not TrialStatus.COMPLETED:
+        return Verdict.ERROR
+    return combine_verdicts([s.verdict for s in scores])

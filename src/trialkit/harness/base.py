@@ -48,6 +48,10 @@ class Reply(Record):
     usage: Usage | None = None
     """Token usage, for agents whose model calls do not go through trialkit's model layer
     (those are recorded automatically; do not report them twice)."""
+    cost_usd: float | None = Field(default=None, ge=0.0)
+    """What the agent's own model calls cost in this turn, in US dollars, for agents whose
+    calls do not go through trialkit's model layer (those are priced automatically; do not
+    report them twice). Added to the trial's `cost_usd`; `None` adds nothing."""
     state: dict[str, Any] = Field(default_factory=dict)
     """Facts about the world the agent wants graders to see (merged into the outcome)."""
 

@@ -3,21 +3,21 @@
 A label is kept in `labels` (one per run, task, trial and grader: a later label for the same
 key replaces the earlier one) and applied to the trial: the score of its grader takes the
 label's verdict and value (no longer pending; the reviewer, time and comment in its metadata),
-the trial's verdict is decided again by the rule the runner uses, and the `trials` and `scores`
-rows are rewritten. Reports read those rows, so they count the label as soon as it is saved.
+the trial's verdict is decided again by the rule the runner uses (`trial_verdict`), and the
+`trials` and `scores` rows are rewritten. Reports read those rows, so they count the label as
+soon as it is saved.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Select, and_, delete, insert, select, true, update
 
 from trialkit._record import Record
-from trialkit.graders.base import combine_verdicts
+from trialkit.graders.base import trial_verdict
 from trialkit.graders.human import HUMAN, marked_for_review, pending_score
 from trialkit.score import Score, Verdict
 from trialkit.store import rows
@@ -38,15 +38,6 @@ class PendingReview(Record):
     task_id: str
     trial: int
     grader: str
-
-
-def trial_verdict(status: TrialStatus, checks: Sequence[Score]) -> Verdict:
-    """A trial's verdict as the runner decides it (DESIGN §2): `error` when the trial did not
-    complete, else its checks combined. An `expect="failure"` task needs nothing more: its
-    checks already test that the agent failed as it should."""
-    if status is not TrialStatus.COMPLETED:
-        return Verdict.ERROR
-    return combine_verdicts([s.verdict for s in checks])
 
 
 _REVIEW_KEYS = ("reviewer", "labeled_at", "comment")

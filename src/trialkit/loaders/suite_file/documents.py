@@ -290,9 +290,9 @@ _FIELD_NAMES: set[str] = set()
 
 def _known_fields() -> list[str]:
     if not _FIELD_NAMES:
-        from trialkit.loaders.suite_file import grader_specs, models
+        from trialkit.loaders.suite_file import agent_specs, grader_specs, judge_specs, models
 
-        for module in (models, grader_specs):
+        for module in (models, grader_specs, agent_specs, judge_specs):
             for value in vars(module).values():
                 if isinstance(value, type) and issubclass(value, BaseModel):
                     _FIELD_NAMES.update(n for n in value.model_fields if not n.endswith("_"))

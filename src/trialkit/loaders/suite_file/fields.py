@@ -240,3 +240,5 @@ TaskId = Annotated[str, AfterValidator(_check_task_id)]
 
 Trials = Annotated[int, Field(strict=True, ge=1)]
 Seconds = Annotated[float, Field(gt=0)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A number in [0, 1], e.g. a passing threshold."""

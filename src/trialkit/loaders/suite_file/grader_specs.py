@@ -9,8 +9,11 @@ graders:
   - weighted: {pass_at: 0.6, graders: [{grader: {contains: paris}, weight: 2}]}
   - python: my_graders:polite                    # a custom grader, by import path
   - judge: {rubric: Names Paris., must_fail: [Berlin.]}   # a model grader with a control
+  - human: Is the tone polite?                   # a person's verdict, after the run
 ```
 
+The entries for agents' tool calls and workspaces are in `agent_specs`, those of model and
+human judges in `judge_specs`.
 `GRADERS` maps each short name to its entry model; `entry.build(ctx, path)` makes the runtime
 grader (or records a problem and returns `None`).
 """
@@ -20,14 +23,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, JsonValue, field_validator
 
 from trialkit import graders
 from trialkit.graders.base import Grader, GraderLike, as_grader
-from trialkit.graders.judge import Control
-from trialkit.graders.judge import judge as make_judge
 from trialkit.loaders.errors import FieldPath
 from trialkit.loaders.suite_file.agent_specs import (
     FileAbsent,
@@ -48,6 +49,7 @@ from trialkit.loaders.suite_file.entry import GraderEntry
 from trialkit.loaders.suite_file.fields import (
     TEXT_SCHEMA,
     FileModel,
+    Fraction,
     PythonRef,
     Shorthand,
     Text,
@@ -58,9 +60,7 @@ from trialkit.loaders.suite_file.fields import (
     one_key,
     problem,
 )
-from trialkit.models.base import GenerationConfig
-
-Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+from trialkit.loaders.suite_file.judge_specs import Human, Judge
 
 
 class TextArgs(Shorthand):
@@ -320,71 +320,6 @@ class PythonGrader(GraderEntry):
             return None
 
 
-class ControlArgs(Shorthand):
-    """A control output whose verdict is known; `- Berlin.` is the short form."""
-
-    short_field = "output"
-    short_schema = TEXT_SCHEMA
-    output: Text
-    """The output the judge grades."""
-    input: str | None = None
-    """The task input shown with it (a control belongs to no task)."""
-    criteria: str | None = None
-    reference: str | None = None
-
-
-class JudgeArgs(Shorthand):
-    """Arguments of `judge`; `judge: "Names Paris and nothing false."` is the short form."""
-
-    short_field = "rubric"
-    rubric: str
-    """What the output must do, in prose, for the judge model."""
-    pass_at: Fraction | None = None
-    """Ask for a score in [0, 1] passing at this value; without it the judge says pass or fail."""
-    model: str | None = None
-    """The judge's model (provider/name); otherwise `--judge-model`."""
-    protocol: Literal["auto", "json", "tool", "text"] = "auto"
-    """How the judge answers: a JSON Schema response, a forced tool call, a `SCORE:` line, or
-    `auto` (the first the model supports)."""
-    include: list[Literal["input", "criteria", "reference", "tool_calls", "diff"]] | None = None
-    """What the judge is shown besides the output (default: input, criteria, reference)."""
-    must_fail: list[ControlArgs] | None = None
-    """Negative controls: outputs the judge must fail, or every score of it is an error."""
-    must_pass: list[ControlArgs] | None = None
-    """Positive controls: outputs the judge must pass, or every score of it is an error."""
-    config: GenerationConfig | None = None
-    """Generation parameters for the judge (temperature 0 unless set here)."""
-
-
-class Judge(GraderEntry):
-    """A model grades the output against a rubric; its controls (`must_fail`, `must_pass`)
-    check it first."""
-
-    name = "judge"
-    judge: JudgeArgs
-
-    def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
-        a = self.judge
-        must_fail, must_pass = (
-            [Control(c.output, c.input, c.criteria, c.reference) for c in controls]
-            for controls in (a.must_fail or [], a.must_pass or [])
-        )
-        options: dict[str, Any] = {} if a.include is None else {"include": a.include}
-        return self._make(
-            ctx,
-            path,
-            make_judge,
-            a.rubric,
-            pass_at=a.pass_at,
-            model=a.model,
-            protocol=a.protocol,
-            must_fail=must_fail,
-            must_pass=must_pass,
-            config=a.config,
-            **options,
-        )
-
-
 TEXTS_SCHEMA: dict[str, Any] = {"anyOf": [TEXT_SCHEMA, {"type": "array", "items": TEXT_SCHEMA}]}
 
 
@@ -507,6 +442,7 @@ GRADERS: Mapping[str, type[GraderEntry]] = MappingProxyType(
             Unchanged,
             PythonGrader,
             Judge,
+            Human,
         )
     }
 )
