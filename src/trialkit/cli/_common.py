@@ -37,6 +37,28 @@ def store_option(fn: F) -> F:
     )(fn)
 
 
+def format_options(*formats: str) -> Callable[[F], F]:
+    """`--format` (the first of `formats` by default) and `-o/--output FILE`."""
+
+    def decorate(fn: F) -> F:
+        fn = click.option(
+            "-o",
+            "--output",
+            type=click.Path(dir_okay=False),
+            metavar="FILE",
+            help="Write to FILE instead of standard output.",
+        )(fn)
+        return click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(list(formats)),
+            default=formats[0],
+            show_default=True,
+        )(fn)
+
+    return decorate
+
+
 def debug_option(fn: F) -> F:
     return click.option("--debug", is_flag=True, help="Show tracebacks of errors.")(fn)
 

@@ -11,6 +11,7 @@ from trialkit.cli._common import (
     EXIT_GATE_FAILED,
     debug_option,
     fail,
+    format_options,
     handle_errors,
     open_store,
     stdout_console,
@@ -20,20 +21,7 @@ from trialkit.cli._common import (
 
 @click.command("compare")
 @click.argument("run_refs", metavar="RUN_A RUN_B [RUN]...", nargs=-1, required=True)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "md", "json"]),
-    default="table",
-    show_default=True,
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Write to FILE instead of standard output.",
-)
+@format_options("table", "md", "json")
 @click.option(
     "--fail-on-regression",
     is_flag=True,

@@ -9,6 +9,7 @@ import click
 from trialkit.cli._common import (
     debug_option,
     fail,
+    format_options,
     handle_errors,
     open_store,
     stdout_console,
@@ -31,20 +32,7 @@ from trialkit.cli._common import (
     metavar="N",
     help="Look at the suite's last N runs.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "md", "json"]),
-    default="table",
-    show_default=True,
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Write to FILE instead of standard output.",
-)
+@format_options("table", "md", "json")
 @store_option
 @debug_option
 @handle_errors

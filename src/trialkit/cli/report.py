@@ -9,6 +9,7 @@ import click
 from trialkit.cli._common import (
     debug_option,
     fail,
+    format_options,
     handle_errors,
     open_store,
     stdout_console,
@@ -18,20 +19,7 @@ from trialkit.cli._common import (
 
 @click.command("report")
 @click.argument("run_ref", metavar="RUN")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "md", "json", "junit"]),
-    default="table",
-    show_default=True,
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Write to FILE instead of standard output.",
-)
+@format_options("table", "md", "json", "junit")
 @store_option
 @debug_option
 @handle_errors
