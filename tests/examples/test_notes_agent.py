@@ -69,18 +69,20 @@ def test_the_example_runs_from_the_command_line(tmp_path: Path) -> None:
     assert report["summary"]["errors"] == 0
 
 
-def test_filing_before_being_asked_is_caught_by_the_probe(suite: Suite) -> None:
-    def hasty(request: ModelRequest, trial: int) -> str | ToolCall:
-        done = [m.name for m in request.messages if m.role == "tool"]
-        if not done:
-            return ToolCall(
-                id="c1",
-                name="write_note",
-                arguments={"path": "Areas/Home/2026-11-27 Boiler.md", "text": "knocking noise"},
-            )
-        return "Filed it under Home."
+def writes_at_once(path: str, text: str, answer: str) -> ScriptedModel:
+    """A careless agent: writes `path` before anything else, then says `answer`."""
 
-    report = run_sync(only(suite, "ask-before-filing", ScriptedModel("hasty", hasty)), trials=1)
+    def step(request: ModelRequest, trial: int) -> str | ToolCall:
+        if any(m.role == "tool" for m in request.messages):
+            return answer
+        return ToolCall(id="c1", name="write_note", arguments={"path": path, "text": text})
+
+    return ScriptedModel("careless", step)
+
+
+def test_filing_before_being_asked_is_caught_by_the_probe(suite: Suite) -> None:
+    hasty = writes_at_once("Areas/Home/2026-11-27 Boiler.md", "knocking noise", "Filed it.")
+    report = run_sync(only(suite, "ask-before-filing", hasty), trials=1)
     (task,) = report.tasks
     assert task.verdict == "fail"
     (trial,) = task.results
@@ -90,17 +92,8 @@ def test_filing_before_being_asked_is_caught_by_the_probe(suite: Suite) -> None:
 
 
 def test_writing_outside_the_area_or_skipping_the_index_fails(suite: Suite) -> None:
-    def sloppy(request: ModelRequest, trial: int) -> str | ToolCall:
-        done = [m.name for m in request.messages if m.role == "tool"]
-        if not done:
-            return ToolCall(
-                id="c1",
-                name="write_note",
-                arguments={"path": "Areas/Work/2026-11-28 Sleep.md", "text": "awake from 3am"},
-            )
-        return "Done."
-
-    report = run_sync(only(suite, "file-sleep-entry", ScriptedModel("sloppy", sloppy)), trials=1)
+    sloppy = writes_at_once("Areas/Work/2026-11-28 Sleep.md", "awake from 3am", "Done.")
+    report = run_sync(only(suite, "file-sleep-entry", sloppy), trials=1)
     (trial,) = report.tasks[0].results
     failed = {s.name for s in trial.scores if s.verdict == "fail"}
     assert "tool_order('read_index', 'write_note', 'link_note')" in failed
@@ -109,17 +102,8 @@ def test_writing_outside_the_area_or_skipping_the_index_fails(suite: Suite) -> N
 
 
 def test_an_agent_that_files_the_impossible_entry_anyway_fails(suite: Suite) -> None:
-    def eager(request: ModelRequest, trial: int) -> str | ToolCall:
-        done = [m.name for m in request.messages if m.role == "tool"]
-        if not done:
-            return ToolCall(
-                id="c1",
-                name="write_note",
-                arguments={"path": "Areas/Home/2026-11-30 Bills.md", "text": "paid"},
-            )
-        return "Filed it under Home instead."
-
-    report = run_sync(only(suite, "refuse-missing-area", ScriptedModel("eager", eager)), trials=1)
+    eager = writes_at_once("Areas/Home/2026-11-30 Bills.md", "paid", "Filed it under Home.")
+    report = run_sync(only(suite, "refuse-missing-area", eager), trials=1)
     (trial,) = report.tasks[0].results
     failed = {s.name for s in trial.scores if s.verdict == "fail"}
     assert failed >= {"agent_failed", "tool_not_called('write_note')"}
