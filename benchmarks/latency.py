@@ -9,8 +9,12 @@ concurrency C, two measurements, each in a fresh child process:
   built on the SDK can reach, so trialkit is reported as a fraction of it *and* of C / L.
 - **trialkit**: a suite of N trials (100 tasks, N / 100 trials each, a string input, one
   `contains` grader that checks the echo) with `Suite(model=get_model("openai/gpt-4o-mini",
-  base_url=...))`, run by `Runner(concurrency=C)` with the SQLite store on (a temp file).
-  Every trial must pass, with no errors.
+  base_url=...))`, run by `Runner(concurrency=C, workers=W)` with the SQLite store on (a temp
+  file). Every trial must pass, with no errors. With `--workers W` (repeatable) each cell is
+  also run with trials spread over W worker processes; the suite is then loaded with
+  `load_target("benchmarks/latency.py:bench_suite")`, so the workers can load it too. Their
+  time includes starting the workers; "steady" is the rate between the first and the last
+  finished trial, without that start-up. CPU counts the workers' too.
 
 Then replay: a 10,000-trial run of the same suite is recorded into a cassette (at the highest
 C), the server is stopped, and a fresh process replays it (`CacheMode.REPLAY`, store on). An
@@ -25,6 +29,7 @@ time limit, every loop a count, and the server is always stopped.
     python benchmarks/latency.py              # 2,000 calls at C = 10, 50, 200; replay 10,000
     python benchmarks/latency.py --runs 3     # median of three runs per cell
     python benchmarks/latency.py --quick      # a smoke run: 200 calls at C = 10, 50; replay 1,000
+    python benchmarks/latency.py --concurrency 50 --concurrency 200 --workers 1 --workers 2
 
 Figures are reported in docs/performance.md; nothing here is asserted in tests.
 """
@@ -62,8 +67,10 @@ def _peak_rss_mb() -> float:
 
 
 def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds of this process and of its children that have exited (the workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _prompt(task: int) -> str:
@@ -133,6 +140,15 @@ def measure_probe(url: str, calls: int, limit_s: float) -> dict[str, Any]:
     return {"kind": "probe", "calls": calls, "median_ms": round(1000 * statistics.median(times), 2)}
 
 
+def bench_suite() -> Any:
+    """The suite, built from the environment: what worker processes load (`load_target`)."""
+    from trialkit.models import get_model
+
+    url, total = os.environ["LATENCY_URL"], int(os.environ["LATENCY_TRIALS"])
+    model = get_model(f"openai/{MODEL}", base_url=f"{url}/v1", api_key="x", max_concurrency=None)
+    return _suite(total, model)
+
+
 def _suite(total: int, model: Any) -> Any:
     from trialkit import Suite, Task, graders
 
@@ -155,28 +171,43 @@ def _run_suite(
     limit_s: float,
     cassette_dir: str | None = None,
     mode: str | None = None,
-) -> tuple[float, float, Any, int]:
-    """Run the suite through trialkit with the store on; (seconds, cpu, report, stored)."""
+    workers: int = 1,
+) -> tuple[float, float, Any, int, float]:
+    """Run the suite through trialkit with the store on; (seconds, cpu, report, stored,
+    steady seconds: from the first finished trial to the last)."""
     import anyio
 
     from trialkit import Runner
-    from trialkit.models import get_model
+    from trialkit.loaders.target import load_target
     from trialkit.models.cassette import CacheMode, Cassette
+    from trialkit.progress import Progress
     from trialkit.store import Store
 
-    model = get_model(f"openai/{MODEL}", base_url=f"{url}/v1", api_key="x", max_concurrency=None)
-    suite = _suite(total, model)
+    os.environ["LATENCY_URL"], os.environ["LATENCY_TRIALS"] = url, str(total)
+    suite = load_target(f"{Path(__file__).resolve()}:bench_suite")
     cassette = Cassette(cassette_dir, CacheMode(mode)) if cassette_dir and mode else None
+    finished: list[float] = []
+
+    class Clock(Progress):
+        def advance(self, trial: Any) -> None:
+            finished.append(time.perf_counter())
+
     with tempfile.TemporaryDirectory() as folder:
         store = Store(f"sqlite:///{Path(folder) / 'bench.db'}")
-        runner = Runner(store=store, concurrency=concurrency, cassette=cassette)
+        runner = Runner(
+            store=store,
+            concurrency=concurrency,
+            cassette=cassette,
+            workers=workers,
+            progress=Clock(),
+        )
 
         async def run() -> Any:
             try:
                 with anyio.fail_after(limit_s):
                     return await runner.run(suite)
             finally:
-                await model.aclose()
+                await suite.model.aclose()
 
         cpu = _cpu_s()
         started = time.perf_counter()
@@ -185,7 +216,8 @@ def _run_suite(
         cpu = _cpu_s() - cpu
         stored = sum(r.trials for r in store.list_runs(limit=1))
         store.close()
-    return elapsed, cpu, report, stored
+    steady = (finished[-1] - finished[0]) * len(finished) / max(1, len(finished) - 1)
+    return elapsed, cpu, report, stored, steady
 
 
 def _check(report: Any, total: int, stored: int) -> None:
@@ -195,16 +227,24 @@ def _check(report: Any, total: int, stored: int) -> None:
     assert summary.passed == total, f"{summary.passed} of {total} trials passed"
 
 
-def measure_trialkit(url: str, total: int, concurrency: int, limit_s: float) -> dict[str, Any]:
-    elapsed, cpu, report, stored = _run_suite(url, total, concurrency, limit_s)
+def measure_trialkit(
+    url: str, total: int, concurrency: int, limit_s: float, workers: int
+) -> dict[str, Any]:
+    elapsed, cpu, report, stored, steady = _run_suite(
+        url, total, concurrency, limit_s, workers=workers
+    )
     _check(report, total, stored)
-    return _row("trialkit", total, concurrency, elapsed, cpu)
+    row = _row("trialkit", total, concurrency, elapsed, cpu)
+    row["workers"] = workers
+    row["steady_per_s"] = round(total / steady, 1)
+    row["workers_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+    return row
 
 
 def measure_record(
     url: str, total: int, concurrency: int, limit_s: float, cassette_dir: str
 ) -> dict[str, Any]:
-    elapsed, cpu, report, stored = _run_suite(
+    elapsed, cpu, report, stored, _ = _run_suite(
         url, total, concurrency, limit_s, cassette_dir, "record"
     )
     _check(report, total, stored)
@@ -221,7 +261,7 @@ def measure_replay(
             connects.append(args[1])
 
     sys.addaudithook(audit)  # every TCP (or other socket) connect this process attempts
-    elapsed, cpu, report, stored = _run_suite(
+    elapsed, cpu, report, stored, _ = _run_suite(
         url, total, concurrency, limit_s, cassette_dir, "replay"
     )
     _check(report, total, stored)
@@ -250,7 +290,7 @@ def child(args: argparse.Namespace) -> None:
     elif args.child == "sdk":
         row = measure_sdk(args.url, total, c, limit)
     elif args.child == "trialkit":
-        row = measure_trialkit(args.url, total, c, limit)
+        row = measure_trialkit(args.url, total, c, limit, args.workers[0])
     elif args.child == "record":
         row = measure_record(args.url, total, c, limit, args.cassette)
     else:
@@ -336,9 +376,11 @@ def run_child(
     time_limit: float,
     cassette: str | None = None,
     server_pid: int | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     command = [sys.executable, __file__, "--child", kind, "--url", url]
     command += ["--trials", str(total), "--concurrency", str(concurrency)]
+    command += ["--workers", str(workers)]
     command += ["--time-limit", str(time_limit)]
     if cassette:
         command += ["--cassette", cassette]
@@ -397,6 +439,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="server latency, seconds")
     parser.add_argument("--replay-trials", type=int, help="trials recorded and replayed (10,000)")
     parser.add_argument("--runs", type=int, default=1, help="runs per cell (median shown)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        action="append",
+        help="trialkit's worker processes (repeatable: one row each) [1]",
+    )
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds per child")
     parser.add_argument(
         "--busy", type=float, default=0.15, help="other work (cores) that makes a run noisy"
@@ -404,6 +452,7 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=4, help="re-runs of a noisy run")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds before a re-run")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
+    parser.add_argument("--no-replay", action="store_true", help="skip the cassette runs")
     parser.add_argument(
         "--stock-server", action="store_true", help="leave Nagle on in the server (+~40 ms)"
     )
@@ -429,33 +478,43 @@ def main() -> None:
         f"process ({server}), latency {latency * 1000:g} ms, {total} calls per cell, "
         f"{TASKS} tasks, 1 contains grader, SQLite store on; median of {args.runs}"
     )
+    worker_counts = args.workers or [1]
     with fake_server(latency, args.stock_server) as (url, pid):
         probe = run_child("probe", url, 20, 1, 60.0)
         print(f"one call at a time: median {probe['median_ms']} ms end to end")
         print(
-            f"{'C':>4} {'C/L':>6} {'sdk/s':>7} {'trialkit/s':>10} {'of sdk':>7} {'of C/L':>7} "
-            f"{'sdk cpu ms':>10} {'tk cpu ms':>9} {'srv cpu ms':>10} {'sdk MB':>7} {'tk MB':>6}"
+            f"{'C':>4} {'C/L':>6} {'sdk/s':>7} {'W':>2} {'trialkit/s':>10} {'steady/s':>8} "
+            f"{'of sdk':>7} {'of C/L':>7} {'sdk cpu ms':>10} {'tk cpu ms':>9} "
+            f"{'srv cpu ms':>10} {'sdk MB':>7} {'tk MB':>6} {'wk MB':>6}"
         )
         for c in levels:
-            runs: dict[str, list[dict[str, Any]]] = {"sdk": [], "trialkit": []}
-            for _ in range(args.runs):  # interleaved, so drift hits both alike
-                for kind in runs:
-                    runs[kind].append(quiet_child(args, kind, url, total, c, limit_s, None, pid))
-            sdk, tk = _median(runs["sdk"]), _median(runs["trialkit"])
+            runs: dict[str, list[dict[str, Any]]] = {"sdk": []}
+            runs |= {f"trialkit w={w}": [] for w in worker_counts}
+            for _ in range(args.runs):  # interleaved, so drift hits every kind alike
+                runs["sdk"].append(quiet_child(args, "sdk", url, total, c, limit_s, None, pid))
+                for w in worker_counts:
+                    row = quiet_child(args, "trialkit", url, total, c, limit_s, None, pid, w)
+                    runs[f"trialkit w={w}"].append(row)
+            sdk = _median(runs["sdk"])
             ideal = c / latency
-            print(
-                f"{c:>4} {ideal:>6.0f} {sdk['per_s']:>6.0f}{_mark(sdk):1} "
-                f"{tk['per_s']:>9.0f}{_mark(tk):1} "
-                f"{tk['per_s'] / sdk['per_s']:>7.0%} {tk['per_s'] / ideal:>7.0%} "
-                f"{sdk['cpu_ms']:>10.2f} {tk['cpu_ms']:>9.2f} {tk['server_cpu_ms']:>10.2f} "
-                f"{sdk['peak_rss_mb']:>7.0f} {tk['peak_rss_mb']:>6.0f}",
-                flush=True,
-            )
+            for w in worker_counts:
+                tk = _median(runs[f"trialkit w={w}"])
+                workers_mb = f"{tk['workers_rss_mb']:>6.0f}" if w > 1 else f"{'-':>6}"
+                print(
+                    f"{c:>4} {ideal:>6.0f} {sdk['per_s']:>6.0f}{_mark(sdk):1} {w:>2} "
+                    f"{tk['per_s']:>9.0f}{_mark(tk):1} {tk['steady_per_s']:>8.0f} "
+                    f"{tk['per_s'] / sdk['per_s']:>7.0%} {tk['per_s'] / ideal:>7.0%} "
+                    f"{sdk['cpu_ms']:>10.2f} {tk['cpu_ms']:>9.2f} {tk['server_cpu_ms']:>10.2f} "
+                    f"{sdk['peak_rss_mb']:>7.0f} {tk['peak_rss_mb']:>6.0f} {workers_mb}",
+                    flush=True,
+                )
             if args.runs > 1:
                 for kind, rows in runs.items():
                     shown = ", ".join(f"{r['per_s']:.0f}{_mark(r)}" for r in rows)
                     others = ", ".join(f"{r['others_cores']:.2f}" for r in rows)
                     print(f"     {kind} runs/s: {shown} (others, cores: {others})", flush=True)
+    if args.no_replay:
+        return
 
     replay_c = max(levels)
     with tempfile.TemporaryDirectory(prefix="trialkit-cassette-") as cassette:

@@ -6,10 +6,11 @@ trial; nothing a trial does cancels the run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -61,12 +62,15 @@ def new_run_id() -> str:
 
 
 _Work: TypeAlias = "list[tuple[PlannedTask, int]] | AdaptiveQueue[PlannedTask]"
+RunTrial: TypeAlias = Callable[[PlannedTask, int], Awaitable[Trial]]
 
 
 class Runner:
     """Runs suites. Options given here override the suite's (like the CLI flags do).
 
     `store` is a `Store` or a store URL / SQLite path; without one nothing is kept.
+    `workers` > 1 runs the trials in that many child processes (see `trialkit.executors`);
+    the suite must then come from `load_target` (or `trialkit run`), so they can load it.
     """
 
     def __init__(
@@ -88,11 +92,19 @@ class Runner:
         max_cost: float | None = None,
         exporters: Sequence[Exporter] = (),
         adaptive: Adaptive | None = None,
+        workers: int = 1,
     ) -> None:
         if adaptive is not None and trials is not None:
             raise ValueError("give either trials or adaptive, not both")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if workers > 1 and harness is not None:
+            raise ValueError(
+                "a harness given to the Runner cannot be sent to worker processes: "
+                "put it on the suite, or use workers=1"
+            )
         if trials is not None and trials < 1:
             raise ValueError(f"trials must be >= 1, got {trials}")
         if timeout is not None and not timeout > 0:
@@ -122,6 +134,8 @@ class Runner:
         self.max_cost = max_cost
         self.adaptive = adaptive
         """Sample each task only while it is undecided (see `trialkit.adaptive`)."""
+        self.workers = workers
+        """Processes that run trials; 1 runs them in this process."""
         self.exporters = list(exporters)
         self.export_errors: list[str] = []
         """Exporter hooks that raised, one line each: an exporter never stops a run."""
@@ -162,7 +176,8 @@ class Runner:
             return sum(cap or p.trials for p in planned)
         return sum(p.trials for p in planned)
 
-    def _harness(self, suite: Suite, planned: list[PlannedTask]) -> Harness:
+    def harness_for(self, suite: Suite, planned: list[PlannedTask]) -> Harness:
+        """The harness that runs `planned` (checked: it exists, its models are known)."""
         chosen = self.harness_override if self.harness_override is not None else suite.harness
         if chosen is None:
             has_model = suite.model is not None or self.model is not None
@@ -215,10 +230,14 @@ class Runner:
         propagates. With `resume` (a stored run's id), only the trials that run lacks are run
         (and, with `retry_errors`, those that errored), and the report covers the whole run.
         """
+        if self.workers > 1:
+            from trialkit.executors.processes import check_source
+
+            check_source(suite)
         if resume is not None:
             return await self._resume(suite, resume, retry_errors)
         planned = self.plan(suite)
-        harness = self._harness(suite, planned)
+        harness = self.harness_for(suite, planned)
         run = RunInfo(
             id=new_run_id(),
             name=self.name,
@@ -236,6 +255,7 @@ class Runner:
                 else None,
                 "judge_model": self.settings.judge_model,
                 "max_cost": self.max_cost,
+                **({"workers": self.workers} if self.workers > 1 else {}),
                 **self._adaptive_config(),
             },
         )
@@ -317,7 +337,7 @@ class Runner:
                 f"run {run_id!r} has tasks the suite no longer has: {', '.join(missing)}"
             )
         planned = [q for q in planned if q.task.id in {p.id for p in stored_plans}]
-        harness = self._harness(suite, planned)
+        harness = self.harness_for(suite, planned)
         done = await anyio.to_thread.run_sync(stored_verdicts, store, run_id)
         if retry_errors:
             done = {key: v for key, v in done.items() if v is not Verdict.ERROR}
@@ -345,7 +365,6 @@ class Runner:
         """
         threads = anyio.to_thread.current_default_thread_limiter()
         threads.total_tokens = max(threads.total_tokens, self.concurrency)
-        environment = suite.environment or NO_ENVIRONMENT
         self.last_run = run
         self.finished = 0
         self._export("on_run_start", run, suite_info)
@@ -358,10 +377,9 @@ class Runner:
             total = len(todo)
         if self.progress is not None:
             self.progress.start(total)
-        trial_runner = TrialRunner(
-            run.id, suite, harness, environment, lambda task: self._model_for(harness, suite, task)
-        )
+        trial_runner = self.trial_runner(run.id, suite, harness)
         budget = _Budget(self.max_cost)
+        run_trial: RunTrial = trial_runner.run
 
         async def take() -> tuple[PlannedTask, int] | None:
             if budget.spent_out():
@@ -374,7 +392,7 @@ class Runner:
         async def worker() -> None:
             while (picked := await take()) is not None:
                 item, index = picked
-                trial = await trial_runner.run(item, index)
+                trial = await run_trial(item, index)
                 if adaptive is not None:
                     adaptive.finished(item.task.id, trial.verdict)
                 budget.add(trial)
@@ -386,19 +404,16 @@ class Runner:
                 if self.progress is not None:
                     self.progress.advance(trial)
 
-        settings = self.settings
-        fallback = suite.model or self.model
-        if settings.judge_model is None and isinstance(fallback, str):
-            # DESIGN §2: the suite's model (else --model) is the judges' default too.
-            settings = dataclasses.replace(settings, judge_model=fallback)
         try:
-            with use_settings(settings):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(writer.loop)
-                    async with anyio.create_task_group() as workers:
-                        for _ in range(min(self.concurrency, total)):
-                            workers.start_soon(worker)
-                    writer.close()
+            with use_settings(self.run_settings(suite)):
+                async with self._executor(suite, run, total) as executor:
+                    run_trial = executor or run_trial
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(writer.loop)
+                        async with anyio.create_task_group() as workers:
+                            for _ in range(min(self.concurrency, total)):
+                                workers.start_soon(worker)
+                        writer.close()
             run.status = "completed"
             if budget.spent_out() and self.finished < total:
                 run.status = "stopped"
@@ -423,6 +438,37 @@ class Runner:
             if self.settings.cassette is not None:
                 self.settings.cassette.write_manifest()
             self._export("on_run_end", run)
+
+    def trial_runner(self, run_id: str, suite: Suite, harness: Harness) -> TrialRunner:
+        """What runs one trial of `suite` in this process."""
+        environment = suite.environment or NO_ENVIRONMENT
+        return TrialRunner(
+            run_id, suite, harness, environment, lambda task: self._model_for(harness, suite, task)
+        )
+
+    def run_settings(self, suite: Suite) -> ModelSettings:
+        """The model settings of a run of `suite`."""
+        settings = self.settings
+        fallback = suite.model or self.model
+        if settings.judge_model is None and isinstance(fallback, str):
+            # DESIGN §2: the suite's model (else --model) is the judges' default too.
+            settings = dataclasses.replace(settings, judge_model=fallback)
+        return settings
+
+    @contextlib.asynccontextmanager
+    async def _executor(
+        self, suite: Suite, run: RunInfo, total: int
+    ) -> AsyncIterator[RunTrial | None]:
+        """Worker processes that run trials, when `workers` > 1; else None (in process)."""
+        if self.workers == 1 or total == 0:
+            yield None
+            return
+        from trialkit.executors.processes import open_pool
+
+        share = -(-self.concurrency // self.workers)
+        workers = min(self.workers, total, self.concurrency)  # each runs at least one trial
+        async with open_pool(suite, self, run.id, workers=workers, concurrency=share) as pool:
+            yield pool.run
 
 
 class _Budget:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from trialkit.environments.base import Environment
     from trialkit.graders.base import GraderLike
     from trialkit.harness.base import HarnessLike
+    from trialkit.loaders.target import SuiteSource
     from trialkit.models.base import GenerationConfig, Model, ResponseFormat
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -204,6 +205,9 @@ class Suite:
     metadata: dict[str, Any] = field(default_factory=dict)
     probes: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
     """Queries of the world run after each user turn of every task (see `Task.probes`)."""
+    source: SuiteSource | None = field(default=None, compare=False, repr=False)
+    """Where the suite was loaded from (set by `load_target`), so worker processes can load
+    it again themselves: a suite holds functions, which are never sent between processes."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():

@@ -104,6 +104,15 @@ def _error_allowance(text: str) -> float:
     help="Trials running at once.",
 )
 @click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Processes that run trials, sharing --concurrency: for latency-bound runs (many "
+    "model calls at once) that one core cannot keep up with. Per-model limits (max "
+    "concurrency, rpm, tpm) then hold in each process.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     metavar="SECONDS",
@@ -212,6 +221,7 @@ def run_command(
     precision: float | None,
     models: str | None,
     concurrency: int,
+    workers: int,
     timeout: float | None,
     task_ids: tuple[str, ...],
     tags: tuple[str, ...],
@@ -268,6 +278,7 @@ def run_command(
         "judge_model": judge_model,
         "cassette": cassette,
         "max_cost": max_cost,
+        "workers": workers,
     }
     if models is not None:
         refused = [
@@ -316,6 +327,7 @@ def run_command(
         cassette=cassette,
         max_cost=max_cost,
         exporters=_exporters(trace_jsonl, include_content),
+        workers=workers,
     )
     if retry_errors and resume_ref is None:
         fail("--retry-errors needs --resume RUN")

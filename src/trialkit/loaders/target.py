@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from trialkit.models.base import Model
     from trialkit.task import Suite
+
+
+@dataclass(frozen=True)
+class SuiteSource:
+    """How to load a suite again: what `load_target` was given, and where it ran.
+
+    Worker processes (`Runner(workers=N)`) rebuild the suite from this instead of receiving
+    it: suites hold functions (agents, graders, probes), which are never pickled.
+    """
+
+    target: str
+    model: str | None = None
+    """The `model` given to `load_target` (the command line's `--model`), if any."""
+    cwd: str = ""
+    """The working directory `target` was relative to."""
 
 
 def load_target(target: str, *, model: str | Model | None = None) -> Suite:
@@ -18,6 +35,7 @@ def load_target(target: str, *, model: str | Model | None = None) -> Suite:
     3. Python: `path.py`, `path.py:name` or `package.module:name`.
 
     `model` (only when given on the command line) replaces an imported file's own model.
+    The suite's `source` records the target, so worker processes can load it again.
     """
     from trialkit.loaders.importers import load_import_target
     from trialkit.loaders.python import load_suite
@@ -25,7 +43,11 @@ def load_target(target: str, *, model: str | Model | None = None) -> Suite:
 
     imported = load_import_target(target, model=model)
     if imported is not None:
-        return imported
-    if is_suite_target(target):
-        return load_suite_file(target)
-    return load_suite(target)
+        suite = imported
+    elif is_suite_target(target):
+        suite = load_suite_file(target)
+    else:
+        suite = load_suite(target)
+    if model is None or isinstance(model, str):  # a Model object cannot be given to a worker
+        suite.source = SuiteSource(target=target, model=model, cwd=os.getcwd())
+    return suite

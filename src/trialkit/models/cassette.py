@@ -20,7 +20,7 @@ import re
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -297,6 +297,11 @@ class Cassette:
         """Keys looked up or recorded by this run."""
         with self._guard:
             return set(self._used)
+
+    def note_used(self, keys: Iterable[str]) -> None:
+        """Count keys another process of this run used (`--workers`), for the manifest."""
+        with self._guard:
+            self._used.update(keys)
 
     def write_manifest(self) -> None:
         """Write ROOT/.last-run.json, the keys this run used: what `prune` keeps."""
