@@ -28,6 +28,7 @@ from trialkit.harness.chat import ChatHarness
 from trialkit.harness.function import as_harness
 from trialkit.models.base import Model
 from trialkit.models.context import ModelSettings, use_settings
+from trialkit.models.pricing import Budget
 from trialkit.models.registry import UnknownModel, preflight
 from trialkit.models.retry import RetryPolicy
 from trialkit.report import (
@@ -378,7 +379,7 @@ class Runner:
         if self.progress is not None:
             self.progress.start(total)
         trial_runner = self.trial_runner(run.id, suite, harness)
-        budget = _Budget(self.max_cost)
+        budget = Budget(self.max_cost)
         run_trial: RunTrial = trial_runner.run
 
         async def take() -> tuple[PlannedTask, int] | None:
@@ -469,27 +470,6 @@ class Runner:
         workers = min(self.workers, total, self.concurrency)  # each runs at least one trial
         async with open_pool(suite, self, run.id, workers=workers, concurrency=share) as pool:
             yield pool.run
-
-
-class _Budget:
-    """Dollars spent by finished trials, against `--max-cost`."""
-
-    def __init__(self, limit: float | None) -> None:
-        self.limit = limit
-        self.spent = 0.0
-
-    def add(self, trial: Trial) -> None:
-        """Count what the trial's live calls cost (replayed calls spent nothing), and what an
-        agent reported its own calls cost (a command-line agent's, say)."""
-        for call in trial.transcript.model_calls:
-            if call.cost_usd is not None and not call.replayed:
-                self.spent += call.cost_usd
-        for turn in trial.transcript.turns:
-            if turn.cost_usd is not None:
-                self.spent += turn.cost_usd
-
-    def spent_out(self) -> bool:
-        return self.limit is not None and self.spent >= self.limit
 
 
 def run_sync(

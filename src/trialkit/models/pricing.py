@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from trialkit.transcript import Usage
+
+if TYPE_CHECKING:
+    from trialkit.trial import Trial
 
 FREE_PROVIDERS = frozenset({"scripted", "local"})
 """Providers whose calls cost nothing for certain: test doubles and models on this machine."""
@@ -73,3 +77,24 @@ def add_costs(*costs: float | None) -> float | None:
     if None in costs:
         return None
     return math.fsum(c for c in costs if c is not None)
+
+
+class Budget:
+    """Dollars spent by finished trials, against `--max-cost`."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.spent = 0.0
+
+    def add(self, trial: Trial) -> None:
+        """Count what the trial's live calls cost (replayed calls spent nothing), and what an
+        agent reported its own calls cost (a command-line agent's, say)."""
+        for call in trial.transcript.model_calls:
+            if call.cost_usd is not None and not call.replayed:
+                self.spent += call.cost_usd
+        for turn in trial.transcript.turns:
+            if turn.cost_usd is not None:
+                self.spent += turn.cost_usd
+
+    def spent_out(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
