@@ -449,6 +449,12 @@ def assemble_report(
     for task in tasks:
         task.stopped = stopped.get(task.id)
     summary = build_summary(tasks, measures, duration_s=duration)
+    controls = run.config.get("judge_controls")
+    if controls:  # a judge's negative controls: the run's, not any trial's
+        extra = Usage.model_validate(controls["usage"])
+        summary.grader_usage = summary.grader_usage + extra
+        summary.grader_cost_usd = add_costs(summary.grader_cost_usd, controls["cost_usd"])
+        summary.cost_usd = add_costs(summary.cost_usd, controls["cost_usd"])
     return Report(run=run, suite=suite, summary=summary, tasks=tasks)
 
 

@@ -28,7 +28,7 @@ from trialkit.harness.chat import ChatHarness
 from trialkit.harness.function import as_harness
 from trialkit.models.base import Model
 from trialkit.models.context import ModelSettings, use_settings
-from trialkit.models.pricing import Budget
+from trialkit.models.pricing import Budget, run_calls_summary
 from trialkit.models.registry import UnknownModel, preflight
 from trialkit.models.retry import RetryPolicy
 from trialkit.report import (
@@ -405,8 +405,9 @@ class Runner:
                 if self.progress is not None:
                     self.progress.advance(trial)
 
+        settings = self.run_settings(suite)
         try:
-            with use_settings(self.run_settings(suite)):
+            with use_settings(settings):
                 async with self._executor(suite, run, total) as executor:
                     run_trial = executor or run_trial
                     async with anyio.create_task_group() as tg:
@@ -428,6 +429,8 @@ class Runner:
         finally:
             if adaptive is not None:
                 run.config["adaptive"]["stopped"] = adaptive.stop_reasons()
+            if settings.run_calls:
+                run.config["judge_controls"] = run_calls_summary(settings.run_calls)
             run.finished_at = datetime.now(UTC)
             writer.flush_now()
             if self.store is not None:
@@ -449,12 +452,11 @@ class Runner:
 
     def run_settings(self, suite: Suite) -> ModelSettings:
         """The model settings of a run of `suite`."""
-        settings = self.settings
         fallback = suite.model or self.model
-        if settings.judge_model is None and isinstance(fallback, str):
-            # DESIGN §2: the suite's model (else --model) is the judges' default too.
-            settings = dataclasses.replace(settings, judge_model=fallback)
-        return settings
+        judge_model = self.settings.judge_model
+        if judge_model is None and isinstance(fallback, str):
+            judge_model = fallback  # DESIGN §2: the suite's model (else --model) judges too
+        return dataclasses.replace(self.settings, judge_model=judge_model, run_calls=[])
 
     @contextlib.asynccontextmanager
     async def _executor(

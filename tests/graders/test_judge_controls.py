@@ -12,7 +12,7 @@ import pytest
 from tests.loaders._files import problems_of, write
 from trialkit import GradeContext, Outcome, Score, Suite, Task, Transcript, Verdict, run_sync
 from trialkit.graders.base import run_grader
-from trialkit.graders.judge import Control, judge, majority, mean
+from trialkit.graders.judge import CONTROLS, Control, judge, majority, mean
 from trialkit.loaders.suite_file import load_suite_file
 from trialkit.models import (
     GenerationConfig,
@@ -61,7 +61,9 @@ class Judge:
     def _step(self, request: ModelRequest, trial: int) -> str:
         output = graded(request)
         with self._lock:
-            (self.inside if current_recorder() else self.outside).append(output)
+            recorder = current_recorder()
+            in_trial = recorder is not None and recorder.task_id != CONTROLS
+            (self.inside if in_trial else self.outside).append(output)
         said = self.verdict(output) if callable(self.verdict) else self.verdict
         return said if said.startswith("{") else f'{{"reasoning": "", "score": {said}}}'
 
@@ -216,6 +218,26 @@ def test_controls_run_once_per_run_outside_any_trial() -> None:
     assert [t.verdict for t in report.tasks] == ["pass", "fail", "pass"]
     run_sync(suite_with(g), concurrency=4)
     assert len(model.outside) == 4  # a new run checks its judge again
+
+
+def test_the_controls_tokens_and_cost_count_in_the_run(tmp_path: Path) -> None:
+    from trialkit.store import Store
+
+    model = Judge(honest)
+    g = judge(RUBRIC, model=model.model, must_fail=[LYON], must_pass=["Paris is the capital."])
+    plain = run_sync(suite_with(judge(RUBRIC, model=Judge(honest).model)), concurrency=1)
+    with Store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        report = run_sync(suite_with(g), concurrency=1, store=store)
+        stored = store.load_report(report.run.id)
+    controls = report.run.config["judge_controls"]
+    assert controls["calls"] == 2
+    assert controls["cost_usd"] == 0.0  # scripted models are free
+    extra = controls["usage"]["input_tokens"]
+    assert extra > 0
+    trials_only = sum(t.grader_usage.input_tokens for t in report.tasks)
+    assert trials_only == plain.summary.grader_usage.input_tokens
+    assert report.summary.grader_usage.input_tokens == trials_only + extra
+    assert stored.summary.grader_usage == report.summary.grader_usage
 
 
 def test_a_broken_judge_makes_every_trial_an_error_not_a_pass() -> None:

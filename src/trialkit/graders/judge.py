@@ -40,11 +40,14 @@ from trialkit.models.context import ModelSettings, current_settings
 from trialkit.models.managed import ManagedModel
 from trialkit.models.registry import check_model_id, get_model
 from trialkit.score import Score, Verdict
-from trialkit.transcript import activate, deactivate
+from trialkit.transcript import TranscriptRecorder, activate, deactivate
 
 Include = Literal["input", "criteria", "reference", "tool_calls", "diff"]
 ProtocolChoice = Literal["auto", "json", "tool", "text"]
 DEFAULT_INCLUDE: tuple[Include, ...] = ("input", "criteria", "reference")
+
+CONTROLS = "judge-controls"
+"""The task id of the recorder that collects the controls' calls (they belong to no task)."""
 
 NO_MODEL = (
     "no model to judge with: name one with judge(..., model=...) (`model:` in a suite file), "
@@ -245,15 +248,19 @@ class judge(Grader):
         async def one(k: int, control: Control) -> None:
             scores[k] = await self._ask(model, protocol, control.material(), metadata)
 
-        # Controls belong to no trial: with no recorder their calls take the same cassette
-        # slot (trial 0, occurrence 0) whichever trial happened to trigger them.
-        token = activate(None)
+        # Controls belong to no trial: a recorder of their own gives their calls the same
+        # cassette slots (trial 0, first occurrence) whichever trial happened to trigger them,
+        # and hands the calls to the run, which counts their tokens and cost.
+        recorder = TranscriptRecorder(CONTROLS, 0)
+        settings = current_settings()
+        token = activate(recorder)
         try:
             async with anyio.create_task_group() as tg:
                 for k, (_, _, control) in enumerate(cases):
                     tg.start_soon(one, k, control)
         finally:
             deactivate(token)
+            settings.run_calls.extend(recorder.transcript.model_calls)
         return _ControlReport(
             [
                 _ControlResult(expect, i, control, score)

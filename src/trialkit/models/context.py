@@ -16,6 +16,7 @@ from trialkit.models.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from trialkit.models.cassette import Cassette
+    from trialkit.transcript import ModelCall
 
 CallRole = Literal["agent", "grader"]
 
@@ -30,6 +31,9 @@ class ModelSettings:
     """`--model` / `TRIALKIT_MODEL`: the model when neither the task nor the suite names one."""
     judge_model: str | None = None
     """`--judge-model`: the model judges use when they name none."""
+    run_calls: list[ModelCall] = field(default_factory=list)
+    """Model calls made for the run but for no one trial (a judge's negative controls), so
+    their tokens and cost can still be counted."""
 
 
 _DEFAULT = ModelSettings()

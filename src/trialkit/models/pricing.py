@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trialkit.transcript import Usage
 
 if TYPE_CHECKING:
+    from trialkit.transcript import ModelCall
     from trialkit.trial import Trial
 
 FREE_PROVIDERS = frozenset({"scripted", "local"})
@@ -77,6 +79,17 @@ def add_costs(*costs: float | None) -> float | None:
     if None in costs:
         return None
     return math.fsum(c for c in costs if c is not None)
+
+
+def run_calls_summary(calls: Sequence[ModelCall]) -> dict[str, Any]:
+    """Calls, tokens and cost of model calls that belong to a run but to no trial (a judge's
+    negative controls), as kept in `run.config["judge_controls"]`."""
+    usage = sum((call.usage for call in calls), Usage())
+    return {
+        "calls": len(calls),
+        "usage": usage.model_dump(),
+        "cost_usd": add_costs(*(call.cost_usd for call in calls)),
+    }
 
 
 class Budget:
