@@ -63,6 +63,7 @@ _GRACEFUL_S = 1
 """How long uvicorn waits for open connections (an SSE stream left open) when stopping."""
 _START_LIMIT_S = 30.0
 _STOP_LIMIT_S = 5.0
+_POLL_S = 0.002
 """Bounds on starting and stopping: the server runs shielded from cancellation, so nothing
 it waits for may hang a trial."""
 _CANCELLED = "[trialkit: the call was cancelled before the tool finished]"
@@ -280,7 +281,22 @@ def _quiet_server(
             await stop.wait()
 
         async def shutdown(self, sockets: list[Any] | None = None) -> None:
+            # uvicorn's own shutdown sleeps a fixed 0.1 s and then polls every 0.1 s: a tenth
+            # of a second on every turn. The turn's agent has exited by now, so connections
+            # close at once; poll finely instead, within the same bound.
             with anyio.move_on_after(_STOP_LIMIT_S):
-                await super().shutdown(sockets)
+                for server in self.servers:
+                    server.close()
+                for connection in list(self.server_state.connections):
+                    connection.shutdown()
+                with anyio.move_on_after(_GRACEFUL_S):
+                    # uvicorn's server state has no event to wait on
+                    while self.server_state.connections or self.server_state.tasks:  # noqa: ASYNC110
+                        await anyio.sleep(_POLL_S)
+                for task in list(self.server_state.tasks):
+                    task.cancel()
+                for server in self.servers:
+                    await server.wait_closed()
+                await self.lifespan.shutdown()
 
     return QuietServer(config)
