@@ -488,3 +488,120 @@ def test_a_broken_harness_or_a_timeout_is_never_the_expected_failure(tmp_path: P
     (result,) = run_task(agent, hang).tasks[0].results
     assert result.verdict == Verdict.ERROR
     assert result.error is not None and result.error.type == "TimeoutError"
+
+
+# -- Codex's `exec --json` events ---------------------------------------------------------------
+
+CODEX_EVENTS = [
+    {"type": "thread.started", "thread_id": "th-1"},
+    {"type": "turn.started"},
+    {"type": "item.completed", "item": {"id": "i0", "type": "reasoning", "text": "look first"}},
+    {
+        "type": "item.started",
+        "item": {"id": "i1", "type": "command_execution", "command": "ls", "status": "in_progress"},
+    },
+    {
+        "type": "item.completed",
+        "item": {
+            "id": "i1",
+            "type": "command_execution",
+            "command": "ls",
+            "aggregated_output": "notes.md\n",
+            "exit_code": 0,
+            "status": "completed",
+        },
+    },
+    {
+        "type": "item.completed",
+        "item": {
+            "id": "i2",
+            "type": "command_execution",
+            "command": "cat missing",
+            "aggregated_output": "No such file",
+            "exit_code": 1,
+            "status": "failed",
+        },
+    },
+    {
+        "type": "item.completed",
+        "item": {
+            "id": "i3",
+            "type": "mcp_tool_call",
+            "server": "trialkit",
+            "tool": "save_note",
+            "arguments": {"name": "a.md"},
+            "result": {"content": [{"type": "text", "text": "saved"}]},
+            "status": "completed",
+        },
+    },
+    {"type": "item.completed", "item": {"id": "i4", "type": "agent_message", "text": "Done."}},
+    {
+        "type": "turn.completed",
+        "usage": {"input_tokens": 120, "cached_input_tokens": 100, "output_tokens": 7},
+    },
+]
+
+
+def test_codex_events_give_the_answer_calls_reasoning_usage_and_thread() -> None:
+    answer = parse("\n".join(json.dumps(e) for e in CODEX_EVENTS))
+    assert (answer.output, answer.is_error, answer.session_id) == ("Done.", False, "th-1")
+    assert answer.reasoning == ["look first"]
+    assert [(c.name, c.arguments, c.result, c.is_error) for c in answer.calls] == [
+        ("command_execution", {"command": "ls"}, "notes.md\n", False),
+        ("command_execution", {"command": "cat missing"}, "No such file", True),
+        ("mcp__trialkit__save_note", {"name": "a.md"}, "saved", False),
+    ]
+    assert answer.usage == Usage(input_tokens=120, output_tokens=7, cache_read_tokens=100)
+    assert [m.role for m in answer.messages] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+def test_a_failed_codex_turn_is_the_agent_reporting_failure() -> None:
+    events = [
+        {"type": "thread.started", "thread_id": "th-2"},
+        {"type": "turn.started"},
+        {"type": "error", "message": "usage limit reached"},
+        {"type": "turn.failed", "error": {"message": "usage limit reached"}},
+    ]
+    answer = parse("\n".join(json.dumps(e) for e in events))
+    assert (answer.is_error, answer.error, answer.output) == (True, "usage limit reached", None)
+
+
+def test_a_codex_style_agent_in_a_workspace_is_graded_on_its_calls(tmp_path: Path) -> None:
+    script = tmp_path / "codex_like.py"
+    script.write_text(
+        "import json, pathlib, sys\n"
+        "pathlib.Path('done.txt').write_text(sys.argv[-1])\n"
+        f"for event in {CODEX_EVENTS!r}:\n"
+        "    print(json.dumps(event), flush=True)\n"
+    )
+    seen = Seen()
+    task = Task(
+        id="codex",
+        input="go",
+        graders=[
+            graders.tool_called("command_execution", {"command": "ls"}),
+            graders.file_exists("done.txt"),
+            graders.contains("Done."),
+            seen,
+        ],
+    )
+    report = run_task(
+        SubprocessAgent([sys.executable, str(script)]), task, environment=Workspace(keep="none")
+    )
+    assert report.tasks[0].verdict == "pass", report.tasks[0].results
+    transcript = seen.only.transcript
+    # no tools were served here, so the agent's own report of its MCP call is all there is
+    assert [c.name for c in transcript.tool_calls] == [
+        "command_execution",
+        "command_execution",
+        "mcp__trialkit__save_note",
+    ]
+    assert transcript.usage.input_tokens == 120

@@ -2,8 +2,11 @@
 line) or plain text, folded into an `Answer` (its output, failure, messages, tool calls,
 reasoning, token usage, cost and session id).
 
-The JSON shapes are Claude Code's (`--output-format json` and `stream-json`), read loosely
-enough for other agents: any JSON object with a `result`, `output` or `text` field is an answer.
+The JSON shapes are Claude Code's (`--output-format json` and `stream-json`) and Codex's
+(`codex exec --json`: `thread.started`, `item.started` / `item.completed` with agent messages,
+reasoning, commands, file changes and MCP tool calls, `turn.completed` with usage,
+`turn.failed` / `error`), read loosely enough for other agents: any JSON object with a
+`result`, `output` or `text` field is an answer.
 """
 
 from __future__ import annotations
@@ -20,7 +23,17 @@ __all__ = ["AgentOutputError", "Answer", "Events", "OutputFormat", "interpret"]
 
 OutputFormat = Literal["auto", "json", "stream-json", "text"]
 
-_EVENT_TYPES = ("system", "assistant", "user", "result")
+_CODEX_TYPES = (
+    "thread.started",
+    "turn.started",
+    "turn.completed",
+    "turn.failed",
+    "item.started",
+    "item.updated",
+    "item.completed",
+    "error",
+)
+_EVENT_TYPES = ("system", "assistant", "user", "result", *_CODEX_TYPES)
 
 
 class AgentOutputError(HarnessError, ValueError):
@@ -97,6 +110,8 @@ class Events:
         self.session_id: str | None = None
         self._usage: dict[str, Usage] = {}
         self._message_id: str | None = None
+        self.failure: str | None = None
+        """A failure the events reported without a final result (Codex's `turn.failed`)."""
 
     def feed(self, line: str, at: float | None) -> None:
         if not line.strip():
@@ -112,6 +127,9 @@ class Events:
             self.result = event
             return
         self.size += len(line)
+        if event.get("type") in _CODEX_TYPES:
+            self._codex(event, at)
+            return
         message = event.get("message")
         if self.size > self.limit or not isinstance(message, dict):
             return
@@ -180,9 +198,59 @@ class Events:
             )
             self._message_id = None
 
+    def _codex(self, event: dict[str, Any], at: float | None) -> None:
+        """One event of `codex exec --json`."""
+        kind = event.get("type")
+        if kind == "thread.started":
+            self.session_id = _str(event.get("thread_id")) or self.session_id
+        elif kind == "turn.completed":
+            usage = _usage(event.get("usage"))
+            if usage is not None:
+                self._usage[f"turn {len(self._usage)}"] = usage
+        elif kind in ("turn.failed", "error"):
+            self.failure = _content_text(event.get("error") or event.get("message")) or kind
+        item = event.get("item")
+        if self.size > self.limit or not isinstance(item, dict):
+            return
+        done = kind == "item.completed"
+        item_kind = item.get("type") or item.get("item_type")
+        text = _str(item.get("text"))
+        if item_kind in ("agent_message", "assistant_message") and done and text:
+            self.messages.append(Message(role="assistant", content=text))
+            self._message_id = None
+        elif item_kind == "reasoning" and done and text:
+            self.reasoning.append(text)
+        elif item_kind in _CODEX_TOOLS:
+            self._codex_tool(item, str(item_kind), at, done=done)
+
+    def _codex_tool(self, item: dict[str, Any], kind: str, at: float | None, *, done: bool) -> None:
+        """A command, file change, MCP tool call or web search: a tool call with its result."""
+        call_id = _str(item.get("id")) or f"call_{len(self.calls) + 1}"
+        call = self.calls.get(call_id)
+        if call is None:
+            name, arguments = _codex_call(item, kind)
+            call = ToolCall(id=call_id, name=name, arguments=arguments, started_at=at)
+            self.calls[call_id] = call
+            self.messages.append(Message(role="assistant", tool_calls=[call]))
+        if not done:
+            return
+        call.result = _codex_result(item, kind)
+        exit_code = item.get("exit_code")
+        call.is_error = item.get("status") == "failed" or (
+            isinstance(exit_code, int) and exit_code != 0
+        )
+        if at is not None and call.started_at is not None:
+            call.duration_s = at - call.started_at
+        self.messages.append(
+            Message(role="tool", content=call.result, name=call.name, tool_call_id=call.id)
+        )
+
     def answer(self) -> Answer:
-        last_said = next((m.content for m in reversed(self.messages) if m.role == "assistant"), "")
+        said = (m.content for m in reversed(self.messages) if m.role == "assistant" and m.content)
+        last_said = next(said, "")
         answer = _from_result(self.result) if self.result is not None else Answer()
+        if self.result is None and self.failure is not None:
+            answer.is_error, answer.error = True, self.failure
         if self.result is None or answer.output is None:
             answer.output = last_said or None
         if answer.usage is None and self._usage:
@@ -192,6 +260,37 @@ class Events:
         answer.reasoning = self.reasoning
         answer.session_id = answer.session_id or self.session_id
         return answer
+
+
+_CODEX_TOOLS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+
+def _codex_call(item: dict[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
+    """The name and arguments of a Codex item as a tool call (`mcp__SERVER__TOOL` for MCP, as
+    Claude Code names them, so calls to trialkit's own server are not recorded twice)."""
+    if kind == "command_execution":
+        return "command_execution", {"command": item.get("command")}
+    if kind == "file_change":
+        return "file_change", {"changes": item.get("changes")}
+    if kind == "web_search":
+        return "web_search", {"query": item.get("query")}
+    arguments = item.get("arguments")
+    server, tool = _str(item.get("server")) or "unknown", _str(item.get("tool")) or "unknown"
+    return f"mcp__{server}__{tool}", arguments if isinstance(arguments, dict) else {}
+
+
+def _codex_result(item: dict[str, Any], kind: str) -> str:
+    if kind == "command_execution":
+        return str(item.get("aggregated_output") or "")
+    if kind == "mcp_tool_call":
+        error = item.get("error")
+        if error:
+            return _content_text(error)
+        result = item.get("result")
+        if isinstance(result, dict) and "content" in result:
+            return _content_text(result["content"])
+        return _content_text(result)
+    return _content_text(item.get("status"))
 
 
 _ANSWER_KEYS = ("result", "output", "text")
