@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import anyio
 import anyio.to_thread
 
+from trialkit._gc import fewer_collections
 from trialkit._writer import TrialWriter
 from trialkit.adaptive import Adaptive, AdaptiveQueue
 from trialkit.environments.base import NO_ENVIRONMENT
@@ -407,7 +408,7 @@ class Runner:
 
         settings = self.run_settings(suite)
         try:
-            with use_settings(settings):
+            with use_settings(settings), fewer_collections():
                 async with self._executor(suite, run, total) as executor:
                     run_trial = executor or run_trial
                     async with anyio.create_task_group() as tg:
