@@ -148,6 +148,7 @@ def _error_trial(run_id: str, request: dict[str, Any], why: str) -> Trial:
 
 async def serve(channel: _Channel) -> int:
     """Load the suite, then run trials until the parent closes stdin (or sends SIGTERM)."""
+    from trialkit._gc import fewer_collections
     from trialkit.models.context import use_settings
 
     first = await channel.receive()
@@ -164,7 +165,7 @@ async def serve(channel: _Channel) -> int:
     await channel.send(b"ready\n")
     terminated = False
     try:
-        with use_settings(worker.settings):
+        with use_settings(worker.settings), fewer_collections():
             async with anyio.create_task_group() as outer:
 
                 async def stop_on_sigterm() -> None:
