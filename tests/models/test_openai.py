@@ -457,7 +457,9 @@ async def test_managed_calls_retry_and_record_no_secret(provider_server: Provide
     assert KEY not in recorder.transcript.model_dump_json()
 
 
-async def test_high_concurrency_spreads_over_several_clients(provider_server: ProviderServer) -> None:
+async def test_high_concurrency_spreads_over_several_clients(
+    provider_server: ProviderServer,
+) -> None:
     import anyio
 
     from trialkit.models.openai import MAX_CLIENTS, REQUESTS_PER_CLIENT
