@@ -46,6 +46,7 @@ NOT_TRIALKIT_OPTIONS = {
     "--agent",
     "--quick",
     "--suites",
+    "--no-replay",
     "--no-deps",
     "--output-format",
     "--verbose",
