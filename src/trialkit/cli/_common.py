@@ -5,10 +5,15 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from trialkit.labels import Label
+    from trialkit.store import Store
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -113,3 +118,55 @@ def open_store(url: str | None) -> Any:
     from trialkit.store import Store, resolve_store_url
 
     return Store(resolve_store_url(url))
+
+
+def resolve_label_runs(
+    store: Store, path: str, labels: list[Label], run_id: str | None, *, strict: bool
+) -> list[Label]:
+    """The labels of file `path` with the runs they name resolved to ids (names and prefixes
+    allowed, as everywhere); a label that names no run gets `run_id`, and is an error without
+    one. With `strict`, a label of a run other than `run_id` is an error too."""
+    found: dict[str, str] = {}
+    chosen = []
+    for label in labels:
+        where = f"{path}: the label of {label.task_id}#{label.trial}"
+        if label.run_id is None:
+            if run_id is None:
+                fail(f"{where} names no run; give the run with --run RUN")
+            chosen.append(label.model_copy(update={"run_id": run_id}))
+            continue
+        if label.run_id not in found:
+            try:
+                found[label.run_id] = store.resolve_run(label.run_id)
+            except LookupError as exc:
+                fail(f"{where}: {exc}")
+        resolved = found[label.run_id]
+        if strict and run_id is not None and resolved != run_id:
+            fail(
+                f"{where} is for run {resolved}, not the run {run_id} that --run names; "
+                "nothing was imported"
+            )
+        chosen.append(label.model_copy(update={"run_id": resolved}))
+    return chosen
+
+
+def show(
+    output: str | None,
+    *,
+    draw: Callable[[Console], None] | None = None,
+    text: str = "",
+    width: int = 100,
+) -> None:
+    """A table (`draw` renders it on a console) or `text`, on standard output or into the
+    file `output` (a table in a file: plain, `width` columns)."""
+    if draw is not None:
+        if output is None:
+            draw(stdout_console())
+            return
+        with Path(output).open("w", encoding="utf-8") as fh:
+            draw(Console(file=fh, width=width, color_system=None))
+        return
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+    else:
+        Path(output).write_text(text, encoding="utf-8")

@@ -16,6 +16,7 @@ from trialkit.cli._common import (
     fail,
     handle_errors,
     open_store,
+    resolve_label_runs,
     store_option,
 )
 
@@ -110,7 +111,7 @@ def calibrate_command(
         fail(f"{labels_path}: no labels in the file")
     with open_store(store_url) as store:
         run_id = store.resolve_run(run_ref) if run_ref is not None else None
-        labels = _with_run_ids(store, labels_path, labels, run_id)
+        labels = resolve_label_runs(store, labels_path, labels, run_id, strict=False)
         trials = _labeled_trials(store, labels, run_id)
     try:
         chosen = grader or choose_grader(labels, trials)
@@ -124,28 +125,6 @@ def calibrate_command(
     for reason in reasons:
         click.echo(f"gate failed: {reason}", err=True)
     sys.exit(EXIT_GATE_FAILED if reasons else EXIT_OK)
-
-
-def _with_run_ids(store: Store, path: str, labels: list[Label], run_id: str | None) -> list[Label]:
-    """The labels with the runs they name resolved to ids (names and prefixes allowed)."""
-    resolved: dict[str, str] = {}
-    chosen = []
-    for label in labels:
-        if label.run_id is None:
-            if run_id is None:
-                fail(
-                    f"{path}: the label of {label.task_id}#{label.trial} names no run; "
-                    "give the run with --run RUN"
-                )
-            chosen.append(label)
-            continue
-        if label.run_id not in resolved:
-            try:
-                resolved[label.run_id] = store.resolve_run(label.run_id)
-            except LookupError as exc:
-                fail(f"{path}: the label of {label.task_id}#{label.trial}: {exc}")
-        chosen.append(label.model_copy(update={"run_id": resolved[label.run_id]}))
-    return chosen
 
 
 def _labeled_trials(store: Store, labels: list[Label], run_id: str | None) -> list[Trial]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -14,7 +13,7 @@ from trialkit.cli._common import (
     format_options,
     handle_errors,
     open_store,
-    stdout_console,
+    show,
     store_option,
 )
 
@@ -80,21 +79,11 @@ def compare_command(
         except (LookupError, CompareError, ImportError) as exc:
             fail(str(exc))
     if fmt == "table":
-        from rich.console import Console
-
         from trialkit.reports.compare import render_compare_terminal
 
-        if output is None:
-            render_compare_terminal(comparison, stdout_console())
-        else:
-            with Path(output).open("w", encoding="utf-8") as fh:
-                render_compare_terminal(comparison, Console(file=fh, width=120, color_system=None))
+        show(output, draw=lambda console: render_compare_terminal(comparison, console), width=120)
     else:
-        text = comparison.to_markdown() if fmt == "md" else comparison.to_json()
-        if output is None:
-            click.echo(text, nl=False)
-        else:
-            Path(output).write_text(text, encoding="utf-8")
+        show(output, text=comparison.to_markdown() if fmt == "md" else comparison.to_json())
     if fail_on_regression and comparison.worse:
         worse = ", ".join(pair.candidate for pair in comparison.worse)
         click.echo(f"regression: run {worse} is significantly worse than run A", err=True)

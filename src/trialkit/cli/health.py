@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from trialkit.cli._common import (
@@ -12,7 +10,7 @@ from trialkit.cli._common import (
     format_options,
     handle_errors,
     open_store,
-    stdout_console,
+    show,
     store_option,
 )
 
@@ -60,18 +58,8 @@ def health_command(
         except (HealthError, ImportError) as exc:
             fail(str(exc))
     if fmt == "table":
-        from rich.console import Console
-
         from trialkit.reports.health import render_health_terminal
 
-        if output is None:
-            render_health_terminal(health, stdout_console())
-            return
-        with Path(output).open("w", encoding="utf-8") as fh:
-            render_health_terminal(health, Console(file=fh, width=120, color_system=None))
-        return
-    text = health.to_markdown() if fmt == "md" else health.to_json()
-    if output is None:
-        click.echo(text, nl=False)
+        show(output, draw=lambda console: render_health_terminal(health, console), width=120)
     else:
-        Path(output).write_text(text, encoding="utf-8")
+        show(output, text=health.to_markdown() if fmt == "md" else health.to_json())

@@ -7,11 +7,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from trialkit.cli._common import debug_option, fail, handle_errors, open_store, store_option
+from trialkit.cli._common import (
+    debug_option,
+    fail,
+    handle_errors,
+    open_store,
+    resolve_label_runs,
+    store_option,
+)
 
 if TYPE_CHECKING:
     from trialkit.labels import Label
-    from trialkit.store import Store
 
 _FILE_HELP = "a .jsonl or .csv file"
 
@@ -103,7 +109,8 @@ def import_command(path: str, run_ref: str | None, store_url: str | None, debug:
         fail(str(exc))
     answered = [label for label in labels if not _left_as_exported(label)]
     with open_store(store_url) as store:
-        chosen = _resolved(store, path, answered, run_ref)
+        run_id = store.resolve_run(run_ref) if run_ref is not None else None
+        chosen = resolve_label_runs(store, path, answered, run_id, strict=True)
         try:
             saved = store.save_labels(chosen)
         except StoreError as exc:
@@ -135,32 +142,3 @@ def _left_as_exported(label: Label) -> bool:
     """A row of `export --pending` that nobody filled in: not an answer."""
     filled = (label.score, label.reviewer, label.labeled_at, label.comment)
     return label.verdict == "unknown" and all(value is None for value in filled)
-
-
-def _resolved(store: Store, path: str, labels: list[Label], run_ref: str | None) -> list[Label]:
-    """The labels with their run ids resolved (names and prefixes allowed, as everywhere)."""
-    given = store.resolve_run(run_ref) if run_ref is not None else None
-    found: dict[str, str] = {}
-    chosen = []
-    for label in labels:
-        if label.run_id is None:
-            if given is None:
-                fail(
-                    f"{path}: the label of {label.task_id}#{label.trial} names no run; "
-                    "give the run with --run RUN"
-                )
-            chosen.append(label.model_copy(update={"run_id": given}))
-            continue
-        if label.run_id not in found:
-            try:
-                found[label.run_id] = store.resolve_run(label.run_id)
-            except LookupError as exc:
-                fail(f"{path}: the label of {label.task_id}#{label.trial}: {exc}")
-        run_id = found[label.run_id]
-        if given is not None and run_id != given:
-            fail(
-                f"{path}: the label of {label.task_id}#{label.trial} is for run {run_id}, "
-                f"not the run {given} that --run names; nothing was imported"
-            )
-        chosen.append(label.model_copy(update={"run_id": run_id}))
-    return chosen

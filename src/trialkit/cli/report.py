@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from trialkit.cli._common import (
@@ -12,7 +10,7 @@ from trialkit.cli._common import (
     format_options,
     handle_errors,
     open_store,
-    stdout_console,
+    show,
     store_option,
 )
 
@@ -34,18 +32,9 @@ def report_command(
             fail(str(exc).strip("'\""))
         report = store.load_report(run_id)
     if fmt == "table":
-        from rich.console import Console
-
         from trialkit.reports import render_terminal
 
-        if output is None:
-            render_terminal(report, stdout_console())
-            return
-        with Path(output).open("w", encoding="utf-8") as fh:
-            render_terminal(report, Console(file=fh, width=100, color_system=None))
-        return
-    text = {"md": report.to_markdown, "json": report.to_json, "junit": report.to_junit}[fmt]()
-    if output is None:
-        click.echo(text, nl=not text.endswith("\n"))
+        show(output, draw=lambda console: render_terminal(report, console))
     else:
-        Path(output).write_text(text, encoding="utf-8")
+        text = {"md": report.to_markdown, "json": report.to_json, "junit": report.to_junit}[fmt]
+        show(output, text=text())
