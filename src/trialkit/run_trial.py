@@ -16,10 +16,10 @@ from typing import Any
 import anyio
 import pydantic_core
 
+from trialkit._calls import call_user
 from trialkit._record import ErrorInfo
 from trialkit.environments.base import Environment
 from trialkit.graders.base import GradeContext, Grader, run_grader, trial_verdict
-from trialkit.graders.state import call_user
 from trialkit.harness.base import Harness, HarnessError, Reply, TrialContext
 from trialkit.harness.chat import ChatHarness
 from trialkit.models.base import Model

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar, overload
 
 import anyio.to_thread
 
+from trialkit._calls import is_async
 from trialkit._record import ErrorInfo
 from trialkit.outcome import Outcome
 from trialkit.score import Score, Verdict
@@ -148,9 +149,7 @@ class FunctionGrader(Grader):
         self.fn = fn
         self._name: str = name or str(getattr(fn, "__name__", type(fn).__name__))
         self.pass_at = pass_at
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
-        )
+        self.is_async = is_async(fn)
         self.blocking = not self.is_async
         functools.update_wrapper(self, fn)
 

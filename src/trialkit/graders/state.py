@@ -2,35 +2,17 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import anyio.to_thread
-
+from trialkit._calls import call_user
 from trialkit.graders.base import GradeContext, Grader, to_score
 from trialkit.score import Score
 
 
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    )
-
-
-async def call_user(fn: Callable[[Any], Any], arg: Any) -> Any:
-    """Call user code: awaited if async, in a worker thread if sync (it may block)."""
-    if _is_async(fn):
-        return await fn(arg)
-    result = await anyio.to_thread.run_sync(fn, arg)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
 
 
 class NoWorldError(RuntimeError):

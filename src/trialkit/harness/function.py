@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from trialkit._calls import is_async
 from trialkit._record import clean_text
 from trialkit.harness.base import Harness, HarnessLike, Reply, Session, TrialContext
 from trialkit.models.base import key_of
@@ -34,14 +35,6 @@ def to_reply(result: object, *, source: str) -> Reply:
     raise TypeError(
         f"{source} returned {type(result).__name__}; expected a string, a trialkit Reply, "
         "None, or JSON-serialisable data"
-    )
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    if isinstance(fn, functools.partial):
-        return _is_async(fn.func)
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
     )
 
 
@@ -77,7 +70,7 @@ class FunctionHarness(Harness):
         """When set, the function's text answers go through the run's cassette under this id,
         keyed by the input, so a whole agent can be recorded and replayed like a model."""
         self.name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
-        self.is_async = _is_async(fn)
+        self.is_async = is_async(fn)
         self.with_context = _wants_context(fn)
 
     async def session(self, ctx: TrialContext) -> Session:
@@ -167,7 +160,7 @@ class _ObjectSession(Session):
     def __init__(self, agent: Any, name: str) -> None:
         self.agent = agent
         self.name = name
-        self.send_is_async = _is_async(agent.send)
+        self.send_is_async = is_async(agent.send)
 
     async def send(self, message: str | list[Message]) -> Reply:
         if self.send_is_async:
@@ -182,7 +175,7 @@ class _ObjectSession(Session):
         close = getattr(self.agent, "close", None)
         if close is None:
             return
-        result = close() if _is_async(close) else await anyio.to_thread.run_sync(close)
+        result = close() if is_async(close) else await anyio.to_thread.run_sync(close)
         if inspect.isawaitable(result):
             await result
 

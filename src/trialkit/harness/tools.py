@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
+from trialkit._calls import is_async
 from trialkit.harness.base import TrialContext
 from trialkit.models.base import ToolSpec
 
@@ -177,7 +178,7 @@ class Tool:
                     "trial (pass ctx=...)"
                 )
             kwargs[self.context_param] = ctx
-        if _is_async(self.fn):
+        if is_async(self.fn):
             result = await self.fn(*args, **kwargs)
         else:
             result = await anyio.to_thread.run_sync(functools.partial(self.fn, *args, **kwargs))
@@ -208,12 +209,6 @@ def as_text(value: object) -> str:
     if isinstance(value, str):
         return value
     return pydantic_core.to_json(value, fallback=str).decode()
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    )
 
 
 def _has_description(annotation: object) -> bool:
