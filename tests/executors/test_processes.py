@@ -53,6 +53,16 @@ killer = Suite(id="killer", kind="capability", trials=1, harness=agent,
 always_dies = Suite(id="always-dies", kind="capability", trials=20, harness=agent,
                     tasks=tasks("die"))
 slow = Suite(id="slow", kind="capability", trials=4, harness=agent, tasks=tasks("slow"))
+
+def _judge_says(request, trial):
+    graded = request.messages[-1].content.split("<graded_output>", 1)[1]
+    return '{"reasoning": "", "score": %d}' % ("yes" in graded)
+
+from trialkit.models import ScriptedModel
+says_yes = graders.judge("Says yes.", model=ScriptedModel("judge", _judge_says),
+                         must_fail=["no"], must_pass=["yes"])
+judged = Suite(id="judged", kind="capability", trials=4, harness=agent,
+               tasks=[Task(id=n, input=n, graders=[says_yes]) for n in ("good", "other", "flaky")])
 """
 
 MODEL_SUITE = """
@@ -134,6 +144,24 @@ def test_workers_store_each_trial_once_and_report_like_one_process(
     assert str(os.getpid()) not in pids  # ...and none ran here
     assert any("\n" in output for output in outputs)  # newlines survive the channel
     assert worker_processes() == []
+
+
+def test_judge_controls_checked_in_each_worker_count_in_the_run(suite_file: Path) -> None:
+    suite = load_target(f"{suite_file}:judged")
+    alone, _ = run(suite, concurrency=4)
+    spread, _ = run(suite, concurrency=4, workers=2)
+
+    assert tally(spread) == tally(alone)
+    assert alone.run.config["judge_controls"]["calls"] == 2
+    pids = {(r.output or "").rsplit("pid=", 1)[1] for t in spread.tasks for r in t.results}
+    controls = spread.run.config["judge_controls"]
+    assert controls["calls"] == 2 * len(pids)  # each worker checks its judge once
+    one_check = alone.run.config["judge_controls"]["usage"]["input_tokens"]
+    assert controls["usage"]["input_tokens"] == one_check * len(pids)
+    trials_only = sum(t.grader_usage.input_tokens for t in spread.tasks)
+    assert (
+        spread.summary.grader_usage.input_tokens == trials_only + controls["usage"]["input_tokens"]
+    )
 
 
 def test_adaptive_trials_with_workers(suite_file: Path) -> None:

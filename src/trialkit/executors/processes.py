@@ -34,8 +34,10 @@ from anyio.streams.text import TextReceiveStream
 
 from trialkit._record import ErrorInfo
 from trialkit.executors._frames import Lines
+from trialkit.models.context import current_settings
 from trialkit.score import Verdict
 from trialkit.task import Suite, SuiteError
+from trialkit.transcript import ModelCall
 from trialkit.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
@@ -143,6 +145,8 @@ class ProcessPool:
         self.changed = anyio.Event()
         self.keys: set[str] = set()
         """Cassette keys the workers used, for the run's manifest."""
+        self.run_calls: list[ModelCall] = []
+        """Model calls of the workers that belong to no trial (judges' negative controls)."""
         self._next_id = 0
 
     async def run(self, item: PlannedTask, index: int) -> Trial:
@@ -243,6 +247,8 @@ class ProcessPool:
             self._notify()
         elif kind == b"keys":
             self.keys.update(json.loads(rest))
+        elif kind == b"calls":
+            self.run_calls.extend(ModelCall.model_validate(call) for call in json.loads(rest))
         elif kind == b"fatal":
             child.fatal = json.loads(rest)
 
@@ -346,6 +352,7 @@ async def open_pool(
     cassette = runner.settings.cassette
     if cassette is not None and pool.keys:
         cassette.note_used(pool.keys)
+    current_settings().run_calls.extend(pool.run_calls)  # counted in the run's figures
     if error is not None:
         raise error
     if pool.failure is not None:

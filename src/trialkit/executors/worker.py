@@ -3,7 +3,8 @@
 Started by `trialkit.executors.processes`, never by hand. It reads its set-up (the first line
 on stdin), loads the suite from its source, answers `ready`, then runs every trial it is sent,
 concurrently, and writes each finished `Trial` back as one line. When its stdin ends it
-finishes what is in flight, reports the cassette keys it used and exits.
+finishes what is in flight, reports the model calls that belong to the run but to no trial (a
+judge's negative controls, checked once per worker) and the cassette keys it used, and exits.
 
 stdin and stdout are the channel to the parent, so before any user code runs they move to
 private descriptors: descriptor 0 reads from /dev/null and descriptor 1 points at stderr, so
@@ -183,6 +184,8 @@ async def serve(channel: _Channel) -> int:
                         trials.start_soon(worker.run, json.loads(line), channel)
                 outer.cancel_scope.cancel()
         if not terminated:
+            calls = [call.model_dump(mode="json") for call in worker.settings.run_calls]
+            await channel.send(b"calls " + json.dumps(calls).encode() + b"\n")
             keys = json.dumps(worker.used_keys()).encode()
             await channel.send(b"keys " + keys + b"\n")
     finally:
