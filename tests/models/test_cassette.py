@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -322,6 +323,99 @@ def test_concurrent_threads_recording_one_key_keep_every_response(tmp_path: Path
         assert got is not None
         assert got.text == f"t{trial}"
     assert [p.name for p in files(tmp_path)] == [recorded(tmp_path).name]
+
+
+def test_trials_that_finish_during_a_write_share_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit: while one write of a key's file is under way, the other trials' answers
+    for that key wait and go to disk together, and every `record` returns only once its own
+    answer is on disk."""
+    from trialkit.models import cassette as module
+
+    cassette = Cassette(tmp_path, "record")
+    real_write, writes, first = module._write, [], threading.Event()
+    release = threading.Event()
+
+    def slow_write(path: Path, data: object) -> None:
+        writes.append(len(data["responses"]))  # type: ignore[index]
+        first.set()
+        release.wait(timeout=30)
+        real_write(path, data)
+
+    monkeypatch.setattr(module, "_write", slow_write)
+    returned: list[int] = []
+
+    def one(trial: int) -> None:
+        cassette.record(MODEL, req(), resp(f"t{trial}"), trial=trial, occurrence=0)
+        data = json.loads(recorded(tmp_path).read_text())
+        assert f"t{trial}" in {e["response"]["message"]["content"] for e in data["responses"]}
+        returned.append(trial)
+
+    threads = [threading.Thread(target=one, args=(0,))]
+    threads[0].start()
+    assert first.wait(timeout=30)  # trial 0's write has begun and is held
+    threads += [threading.Thread(target=one, args=(n,)) for n in range(1, 20)]
+    for t in threads[1:]:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(cassette._pending.get(recorded(tmp_path).stem, [])) < 19:
+        assert time.monotonic() < deadline, "the other trials never queued"
+        time.sleep(0.01)
+    assert returned == []  # nobody returns before its answer is written
+    release.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(returned) == list(range(20))
+    assert writes == [1, 20]  # trial 0 alone, then the 19 others in one write
+
+
+def test_a_failed_shared_write_fails_every_trial_it_carried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trialkit.models import cassette as module
+
+    cassette = Cassette(tmp_path, "record")
+    cassette.record(MODEL, req(), resp("t0"), trial=0, occurrence=0)
+    gate = threading.Event()
+
+    def full_disk(path: Path, data: object) -> None:
+        gate.wait(timeout=30)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, "_write", full_disk)
+    errors: dict[int, BaseException] = {}
+
+    def one(trial: int) -> None:
+        try:
+            cassette.record(MODEL, req(), resp(f"t{trial}"), trial=trial, occurrence=0)
+        except BaseException as exc:
+            errors[trial] = exc
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(1, 6)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)  # let them queue behind the first writer
+    gate.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(errors) == [1, 2, 3, 4, 5]  # none is told its answer was kept
+    for exc in errors.values():
+        assert "No space left on device" in str(exc)
+    data = json.loads(recorded(tmp_path).read_text())
+    assert [e["trial"] for e in data["responses"]] == [0]  # what was on disk is intact
+
+
+def test_a_file_another_cassette_replaced_is_read_again(tmp_path: Path) -> None:
+    """Two cassettes (as two processes would) take turns on one key: neither loses the
+    other's trials, though each keeps its last write in memory."""
+    a, b = Cassette(tmp_path, "record"), Cassette(tmp_path, "record")
+    for trial in range(6):
+        (a if trial % 2 == 0 else b).record(
+            MODEL, req(), resp(f"t{trial}"), trial=trial, occurrence=0
+        )
+    data = json.loads(recorded(tmp_path).read_text())
+    assert [e["trial"] for e in data["responses"]] == list(range(6))
 
 
 RECORDER = """

@@ -189,6 +189,25 @@ def _write(path: Path, data: object) -> None:
         raise
 
 
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """What changes whenever anyone replaces the file: a new inode (`os.replace`), or else
+    its size or times."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class _Pending:
+    """One entry waiting to be recorded, and how its write went."""
+
+    def __init__(self, entry: _Entry) -> None:
+        self.entry = entry
+        self.done = False
+        self.error: BaseException | None = None
+
+
 @contextlib.contextmanager
 def _process_lock(folder: Path) -> Iterator[None]:
     """Exclusive across processes: `flock` on the shard folder itself, so no lock files litter
@@ -210,8 +229,10 @@ class Cassette:
     """Recorded model calls under `root`, used according to `mode`.
 
     Safe for concurrent trials: `record` may run in worker threads and on the event loop at
-    once (a lock per key), and in several processes (a `flock`, then the file is re-read so
-    every process's trials survive). Parsed files stay in memory, so replays are fast.
+    once (a lock per key), and in several processes (a `flock`, then the file is re-read if
+    anyone else replaced it, so every process's trials survive). Answers for one key that
+    arrive while its file is being written go to disk together in the next write, and `record`
+    returns once its answer is on disk. Parsed files stay in memory, so replays are fast.
     """
 
     def __init__(self, root: str | Path, mode: CacheMode | str) -> None:
@@ -221,6 +242,10 @@ class Cassette:
         self._guard = threading.Lock()
         self._used: set[str] = set()
         self._near: dict[tuple[str, Kind], Near] = {}
+        self._pending: dict[str, list[_Pending]] = {}
+        """Entries waiting for their key's lock, written together by whoever gets it first."""
+        self._stamps: dict[str, tuple[int, ...] | None] = {}
+        """Per key, the file's identity right after this cassette last wrote it."""
 
     def path_for(self, model_id: str, key: str) -> Path:
         return self.root / _model_dir(model_id) / key[:2] / f"{key}.json"
@@ -337,16 +362,39 @@ class Cassette:
                 f"{path}: refusing to record: {secret} looks like a secret (an API key or an "
                 "Authorization header), and cassettes must never hold one"
             )
+        mine = _Pending(entry)
+        with self._guard:
+            self._pending.setdefault(key, []).append(mine)
         with self._lock(key):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with _process_lock(path.parent):  # re-read: another process may have added trials
-                file = _load(path) or _File(
-                    schema_version=SCHEMA_VERSION,
-                    key=key,
-                    kind=kind,
-                    model=model_id,
-                    request=request,
-                )
+            if not mine.done:  # else the thread before us wrote it, with its own entries
+                with self._guard:
+                    batch = self._pending.pop(key)
+                try:
+                    self._write_batch(model_id, kind, request, key, [p.entry for p in batch])
+                except BaseException as exc:
+                    for pending in batch:
+                        pending.error = exc if pending is not mine else None
+                    raise
+                finally:
+                    for pending in batch:
+                        pending.done = True
+        if mine.error is not None:  # the write that carried this entry failed in another thread
+            path = self.path_for(model_id, key)
+            raise CassetteError(f"{path}: recording failed: {mine.error}") from mine.error
+
+    def _write_batch(
+        self, model_id: str, kind: Kind, request: dict[str, Any], key: str, batch: list[_Entry]
+    ) -> None:
+        """Add `batch` to the key's file in one write (group commit: trials that finish while
+        a write is under way share the next one). Holds the key's lock."""
+        path = self.path_for(model_id, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _process_lock(path.parent):
+            file = self._current(path, key) or _File(
+                schema_version=SCHEMA_VERSION, key=key, kind=kind, model=model_id, request=request
+            )
+            changed = False
+            for entry in batch:
                 old = file.at((entry.trial, entry.occurrence))
                 same = old is not None and (old.response, old.output) == (
                     entry.response,
@@ -354,9 +402,21 @@ class Cassette:
                 )
                 if old is None or (self.mode is CacheMode.RECORD and not same):
                     file.put(entry)
-                    _write(path, file.model_dump(mode="json", exclude_none=True))
-            self._files[key] = file
-            self._near.pop((model_id, kind), None)
+                    changed = True
+            if changed:
+                _write(path, file.model_dump(mode="json", exclude_none=True))
+                self._stamps[key] = _stamp(path)
+        self._files[key] = file
+        self._near.pop((model_id, kind), None)
+
+    def _current(self, path: Path, key: str) -> _File | None:
+        """The file as it is on disk: the copy in memory if this cassette wrote it last (the
+        file's inode, size and times are still those of that write), else read again, since
+        another process may have added trials."""
+        known = self._files.get(key)
+        if known is not None and key in self._stamps and _stamp(path) == self._stamps[key]:
+            return known
+        return _load(path)
 
     def _miss(
         self,
