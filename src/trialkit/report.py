@@ -175,7 +175,8 @@ class Summary(Record):
 
 
 class Report(Record):
-    """Everything a run concluded; render it with `to_markdown`, `to_json`, `to_junit`."""
+    """Everything a run concluded; render it with `to_markdown`, `to_json`, `to_junit` or
+    `to_html`."""
 
     schema_version: int = REPORT_SCHEMA_VERSION
     run: RunInfo
@@ -213,6 +214,11 @@ class Report(Record):
         from trialkit.reports.junit import render_junit
 
         return render_junit(self)
+
+    def to_html(self) -> str:
+        from trialkit.reports.html import render_html
+
+        return render_html(self)
 
     def gate(self, *, min_pass_rate: float | None = None, fail_on_error: float = 0) -> Gate:
         return evaluate_gate(self, min_pass_rate=min_pass_rate, fail_on_error=fail_on_error)

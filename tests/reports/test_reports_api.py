@@ -13,6 +13,7 @@ def test_exported_names() -> None:
     assert sorted(trialkit.reports.__all__) == [
         "ReportFormatError",
         "load_json_report",
+        "render_html",
         "render_json",
         "render_junit",
         "render_markdown",
@@ -30,3 +31,5 @@ def test_an_empty_report_renders_everywhere() -> None:
     assert "| Tasks | 0: ✅ 0 passed, ❌ 0 failed, ⚠️ 0 errored |" in report.to_markdown()
     assert trialkit.reports.load_json_report(report.to_json()) == report
     trialkit.reports.render_terminal(report, Console(file=io.StringIO(), width=100))
+    assert trialkit.reports.render_html(report) == report.to_html()
+    assert "<td>Tasks</td>" in report.to_html() or "Tasks" in report.to_html()

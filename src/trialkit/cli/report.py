@@ -17,7 +17,7 @@ from trialkit.cli._common import (
 
 @click.command("report")
 @click.argument("run_ref", metavar="RUN")
-@format_options("table", "md", "json", "junit")
+@format_options("table", "md", "json", "junit", "html")
 @store_option
 @debug_option
 @handle_errors
@@ -36,5 +36,10 @@ def report_command(
 
         show(output, draw=lambda console: render_terminal(report, console))
     else:
-        text = {"md": report.to_markdown, "json": report.to_json, "junit": report.to_junit}[fmt]
+        text = {
+            "md": report.to_markdown,
+            "json": report.to_json,
+            "junit": report.to_junit,
+            "html": report.to_html,
+        }[fmt]
         show(output, text=text())

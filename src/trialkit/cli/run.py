@@ -188,6 +188,13 @@ def _error_allowance(text: str) -> float:
     help="Write a JUnit XML report here.",
 )
 @click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write the HTML report here: one page that opens offline.",
+)
+@click.option(
     "--trace-jsonl",
     type=click.Path(dir_okay=False),
     metavar="FILE",
@@ -237,6 +244,7 @@ def run_command(
     json_path: str | None,
     markdown_path: str | None,
     junit_path: str | None,
+    html_path: str | None,
     trace_jsonl: str | None,
     include_content: bool,
     min_pass_rate: str | None,
@@ -289,6 +297,7 @@ def run_command(
                 ("--json", json_path),
                 ("--markdown", markdown_path),
                 ("--junit", junit_path),
+                ("--html", html_path),
                 ("--trace-jsonl", trace_jsonl),
             )
             if given
@@ -351,6 +360,7 @@ def run_command(
     _write(json_path, report.to_json())
     _write(markdown_path, report.to_markdown())
     _write(junit_path, report.to_junit())
+    _write(html_path, report.to_html())
     gate = report.gate(min_pass_rate=min_rate, fail_on_error=allowance)
     for problem in runner.export_errors:
         click.echo(f"export failed: {problem}", err=True)

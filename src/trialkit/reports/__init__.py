@@ -1,5 +1,6 @@
-"""Renderers of a `Report`: terminal, Markdown, JSON and JUnit XML."""
+"""Renderers of a `Report`: terminal, Markdown, JSON, JUnit XML and HTML."""
 
+from trialkit.reports.html import render_html
 from trialkit.reports.json import ReportFormatError, load_json_report, render_json
 from trialkit.reports.junit import render_junit
 from trialkit.reports.markdown import render_markdown
@@ -8,6 +9,7 @@ from trialkit.reports.terminal import render_terminal
 __all__ = [
     "ReportFormatError",
     "load_json_report",
+    "render_html",
     "render_json",
     "render_junit",
     "render_markdown",
