@@ -126,11 +126,19 @@ def test_harness_exports() -> None:
     ]
 
 
+def test_view_exports() -> None:
+    import trialkit.view
+
+    assert trialkit.view.__all__ == ["ViewServer"]
+
+
 def test_every_export_exists() -> None:
     import trialkit.analysis
     import trialkit.store
+    import trialkit.view
 
-    for module in (trialkit, trialkit.graders, trialkit.harness, trialkit.analysis, trialkit.store):
+    modules = (trialkit, trialkit.graders, trialkit.harness, trialkit.analysis, trialkit.store)
+    for module in (*modules, trialkit.view):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
 

@@ -18,6 +18,7 @@ from trialkit.cli.run import run_command
 from trialkit.cli.runs import runs_command
 from trialkit.cli.transcripts import transcripts_command
 from trialkit.cli.validate import validate_command
+from trialkit.cli.view import view_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,6 +40,7 @@ cli.add_command(cache_command)
 cli.add_command(transcripts_command)
 cli.add_command(export_command)
 cli.add_command(validate_command)
+cli.add_command(view_command)
 
 
 def main() -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from trialkit._record import ErrorInfo
@@ -34,9 +36,9 @@ SYMBOLS = {
 
 CSS = """\
 :root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;
---panel:#f6f8fa;--code:#eff2f5;--pass:#1a7f37;--fail:#cf222e;--error:#9a6700;--unknown:#8250df}
+--panel:#f6f8fa;--code:#eff2f5;--link:#0969da;--pass:#1a7f37;--fail:#cf222e;--error:#9a6700;--unknown:#8250df}
 @media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;
---line:#3d444d;--panel:#151b23;--code:#1f242c;--pass:#3fb950;--fail:#ff7b72;--error:#e3b341;
+--line:#3d444d;--panel:#151b23;--code:#1f242c;--link:#4493f8;--pass:#3fb950;--fail:#ff7b72;--error:#e3b341;
 --unknown:#bc8cff}}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--fg);
@@ -76,13 +78,27 @@ details.task>summary{cursor:pointer;padding:.35rem 0;font-weight:600}
 ul.checks{margin:.2rem 0;padding-left:1.2rem}
 ul.checks li{margin:.15rem 0}
 details.traceback>summary{cursor:pointer;color:var(--muted)}
+nav{margin:0 0 .5rem;font-size:.9rem}
+a{color:var(--link)}
 footer{font-size:.85rem;margin-top:2.5rem;padding-bottom:1.5rem}
 """
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 
-def render_html(report: Report) -> str:
+@dataclass(frozen=True)
+class Links:
+    """Where a served page links to (the viewer's): each trial's transcript, and a line of
+    navigation above the title. The file report has none, so it works from disk."""
+
+    trial: Callable[[str, int], str]
+    """The URL of trial `index` of task `task_id`."""
+    nav: list[tuple[str, str]] = field(default_factory=list)
+    """(label, URL) pairs, in order."""
+
+
+def render_html(report: Report, *, links: Links | None = None) -> str:
+    """The report as one HTML page; `links` makes trial numbers link to their transcripts."""
     title = f"trialkit · {f.run_title(report)}"
     parts = [
         "<!DOCTYPE html>",
@@ -96,11 +112,11 @@ def render_html(report: Report) -> str:
         f"<style>\n{CSS}</style>",
         "</head>",
         "<body>",
-        *_header(report, title),
+        *_header(report, title, links),
         "<main>",
         *_summary(report),
         *_task_table(report),
-        *_details(report),
+        *_details(report, links),
         *_settings(report),
         "</main>",
         f"<footer>Written by trialkit from run <code>{text(report.run.id)}</code>: one file, "
@@ -126,10 +142,18 @@ def _verdict(verdict: Verdict) -> str:
     return f'<span class="verdict {verdict_class(verdict)}">{SYMBOLS[verdict]} {word}</span>'
 
 
-def _header(report: Report, title: str) -> list[str]:
+def nav_line(nav: list[tuple[str, str]]) -> list[str]:
+    if not nav:
+        return []
+    items = " · ".join(f'<a href="{text(url)}">{text(label)}</a>' for label, url in nav)
+    return [f'<nav class="muted">{items}</nav>']
+
+
+def _header(report: Report, title: str, links: Links | None) -> list[str]:
     warn = " warn" if f.run_ending(report) else ""
     lines = [
         "<header>",
+        *nav_line(links.nav if links else []),
         f"<h1>{text(title)}</h1>",
         f'<p class="subtitle{warn}">{text(f.run_subtitle(report))}</p>',
     ]
@@ -231,18 +255,18 @@ def _task_table(report: Report) -> list[str]:
     return [*lines, "</tbody>", "</table></div>", "</section>"]
 
 
-def _details(report: Report) -> list[str]:
+def _details(report: Report, links: Links | None) -> list[str]:
     failing = report.failing_tasks
     if not failing:
         return []
     anchors = _anchors(report)
     lines = ['<section id="details">', "<h2>Tasks that did not pass every trial</h2>"]
     for task in failing:
-        lines += _task_details(task, anchors[task.id], report.run.id)
+        lines += _task_details(task, anchors[task.id], report.run.id, links)
     return [*lines, "</section>"]
 
 
-def _task_details(task: TaskReport, anchor: str, run_id: str) -> list[str]:
+def _task_details(task: TaskReport, anchor: str, run_id: str, links: Links | None) -> list[str]:
     """A task that did not pass is shown open; a passing task with failed trials, closed."""
     is_open = " open" if task.verdict is not Verdict.PASS else ""
     lines = [
@@ -252,7 +276,13 @@ def _task_details(task: TaskReport, anchor: str, run_id: str) -> list[str]:
     ]
     groups = f.group_trials(f.non_passing_trials(task))
     for group in groups:
-        lines += _trial_group(group)
+        label = f.trial_label(group)
+        if links is not None:
+            numbers = ", ".join(
+                f'<a href="{text(links.trial(task.id, r.trial))}">#{r.trial}</a>' for r in group
+            )
+            label = f"{label.split(' ', 1)[0]} {numbers}"
+        lines += _trial_group(group, label)
     if task.results_omitted:
         lines.append(
             f'<p class="note">{task.results_omitted} of its {task.trials} trials are not kept '
@@ -264,10 +294,11 @@ def _task_details(task: TaskReport, anchor: str, run_id: str) -> list[str]:
     return [*lines, "</details>"]
 
 
-def _trial_group(group: list[TrialResult]) -> list[str]:
+def _trial_group(group: list[TrialResult], label: str) -> list[str]:
+    """`label` is markup: "Trials #0, #1", its numbers maybe links."""
     result = group[0]
     head = [
-        f'<strong class="trial-label">{f.trial_label(group)}</strong>',
+        f'<strong class="trial-label">{label}</strong>',
         _verdict(result.verdict),
         text(f.group_seconds(group)),
     ]

@@ -1,0 +1,52 @@
+"""`trialkit view`: browse the store in a local web page."""
+
+from __future__ import annotations
+
+import click
+
+from trialkit.cli._common import debug_option, fail, handle_errors, open_store, store_option
+
+
+@click.command("view")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Anything but a loopback address shows your runs to the network.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a web browser.")
+@store_option
+@debug_option
+@handle_errors
+def view_command(
+    host: str, port: int, open_browser: bool, store_url: str | None, debug: bool
+) -> None:
+    """Serve a read-only web viewer of the store until Ctrl-C: the runs, each run's report,
+    every trial's transcript, transcript diffs and comparisons of runs, and the same as JSON
+    under /api/."""
+    from trialkit.view import ViewServer
+
+    with open_store(store_url) as store:
+        try:
+            server = ViewServer(store, host=host, port=port)
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; try --port 0")
+        click.echo(f"trialkit view: {server.url} (store {store.url}); Ctrl-C stops it", err=True)
+        click.echo(server.url)  # alone on stdout, for scripts
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(server.url)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.close()

@@ -1,0 +1,326 @@
+"""`trialkit view`: a real HTTP server on 127.0.0.1 over a real store, read with a real client."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import quote, urljoin, urlsplit
+
+import pytest
+
+from trialkit import Suite, Task, graders, run_sync
+from trialkit.store import Store
+from trialkit.view import ViewServer
+
+XSS = "<script>alert(1)</script>"
+ODD_TASK = "paris <b>&? 100%"  # markup, an ampersand, a query mark and a percent sign
+
+
+def agent(prompt: str) -> str:
+    if "crash" in prompt:
+        raise RuntimeError(f"the tool server went away {XSS}")
+    if "France" in prompt:
+        return f"Paris {XSS}"
+    return "Berlin"
+
+
+def suite(answer_spain: str = "Berlin") -> Suite:
+    def harness(prompt: str) -> str:
+        return answer_spain if "Spain" in prompt else agent(prompt)
+
+    return Suite(
+        id="viewer-demo",
+        kind="regression",
+        trials=2,
+        harness=harness,
+        tasks=[
+            Task(id=ODD_TASK, input="Capital of France?", graders=[graders.contains("paris")]),
+            Task(id="spain", input="Capital of Spain?", graders=[graders.contains("madrid")]),
+            Task(id="crash", input="crash please", graders=[graders.contains("x")]),
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    path = tmp_path_factory.mktemp("view") / "view.db"
+    with Store(f"sqlite:///{path}") as store:
+        run_sync(suite(), store=store, name="before")
+        run_sync(suite(answer_spain="Madrid"), store=store, name="after")
+        yield store
+
+
+@pytest.fixture(scope="module")
+def server(store: Store) -> Iterator[ViewServer]:
+    with ViewServer(store) as server:
+        yield server
+
+
+def get(
+    server: ViewServer, path: str, *, method: str = "GET", host: str | None = None
+) -> tuple[int, dict[str, str], str]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        headers = {} if host is None else {"Host": host}
+        conn.request(method, path, headers=headers)
+        response = conn.getresponse()
+        body = response.read().decode("utf-8")
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, body
+    finally:
+        conn.close()
+
+
+class Page(HTMLParser):
+    """Links, and every element with its attributes, of one page."""
+
+    def __init__(self, body: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[str] = []
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.feed(body)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.links.append(href)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    @property
+    def visible(self) -> str:
+        return "".join(self.text)
+
+
+def run_ids(store: Store) -> dict[str, str]:
+    return {run.name or "": run.id for run in store.list_runs()}
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+
+def test_every_page_reached_by_links_from_the_home_page_answers(server: ViewServer) -> None:
+    seen: set[str] = set()
+    queue = ["/"]
+    while queue and len(seen) < 200:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        status, headers, body = get(server, path)
+        assert status == 200, (path, body[:500])
+        assert headers["content-type"] == "text/html; charset=utf-8"
+        for link in Page(body).links:
+            target = urljoin(path, link)
+            if not target.startswith("#") and urlsplit(target).netloc == "":
+                queue.append(target.split("#", 1)[0] or path)
+    assert len(seen) >= 2 + 2 * 1 + 2 * 6  # home, 2 runs, their trial lists and 12 trials
+    assert any(quote(ODD_TASK, safe="") in path for path in seen)
+
+
+def test_the_home_page_lists_the_runs(server: ViewServer, store: Store) -> None:
+    status, _, body = get(server, "/")
+    assert status == 200
+    page = Page(body)
+    for name, run_id in run_ids(store).items():
+        assert f"/runs/{run_id}" in page.links
+        assert name in page.visible
+    assert "viewer-demo" in page.visible
+
+
+def test_a_run_page_is_its_report_with_trials_linked(server: ViewServer, store: Store) -> None:
+    run_id = run_ids(store)["before"]
+    status, _, body = get(server, f"/runs/{run_id}")
+    assert status == 200
+    assert '<section id="summary">' in body and '<section id="details">' in body  # the report
+    page = Page(body)
+    assert f"/runs/{run_id}/trials/spain/0" in page.links
+    assert f"/runs/{run_id}/trials/crash/1" in page.links
+    assert "/" in page.links and f"/runs/{run_id}/trials" in page.links
+    classes = " ".join(attrs.get("class") or "" for _, attrs in page.tags)
+    assert "verdict-fail" in classes and "verdict-error" in classes  # never confused
+    # a run can be named as on the command line: by name or an unambiguous id prefix
+    assert get(server, "/runs/before")[2] == body
+    assert get(server, f"/runs/{run_id[:-2]}")[0] == 200
+
+
+def test_a_trial_page_shows_the_transcript_escaped(server: ViewServer, store: Store) -> None:
+    run_id = run_ids(store)["before"]
+    status, _, body = get(server, f"/runs/{run_id}/trials/{quote(ODD_TASK, safe='')}/1")
+    assert status == 200
+    page = Page(body)
+    assert "Capital of France?" in page.visible
+    assert f"Paris {XSS}" in page.visible  # shown as text...
+    assert XSS not in body  # ...never as markup
+    assert not any(tag == "script" for tag, _ in page.tags)
+    assert ODD_TASK in page.visible
+    links = page.links
+    assert f"/runs/{run_id}/trials/{quote(ODD_TASK, safe='')}/0" in links  # the other trial
+
+    status, _, body = get(server, f"/runs/{run_id}/trials/crash/0")
+    assert "RuntimeError" in Page(body).visible and XSS not in body
+
+
+def test_the_trial_list_filters_by_verdict_and_task(server: ViewServer, store: Store) -> None:
+    run_id = run_ids(store)["before"]
+    _, _, body = get(server, f"/runs/{run_id}/trials?verdict=error")
+    links = [link for link in Page(body).links if "/trials/" in link]
+    assert links == [f"/runs/{run_id}/trials/crash/0", f"/runs/{run_id}/trials/crash/1"]
+    assert "2 trials match" in Page(body).visible
+
+    _, _, body = get(server, f"/runs/{run_id}/trials?task={quote(ODD_TASK)}")
+    links = [link for link in Page(body).links if "/trials/" in link]
+    assert len(links) == 2 and all(quote(ODD_TASK, safe="") in link for link in links)
+
+    status, _, body = get(server, f"/runs/{run_id}/trials?verdict=maybe")
+    assert status == 400 and "maybe" in Page(body).visible
+
+
+def test_diff_and_compare_pages(server: ViewServer, store: Store) -> None:
+    ids = run_ids(store)
+    status, _, body = get(server, f"/diff?task=spain&a={ids['before']}&b={ids['after']}")
+    assert status == 200
+    text = Page(body).visible
+    assert "Berlin" in text and "Madrid" in text
+
+    status, _, body = get(server, "/compare?a=before&b=after")
+    assert status == 200
+    text = Page(body).visible
+    assert re.search(r"Fixed in B\s+1: spain", text), text[-2000:]
+
+    assert get(server, "/diff?task=spain&a=before")[0] == 400
+    assert get(server, "/compare?a=before")[0] == 400
+
+
+# --- the JSON API ---------------------------------------------------------------------------
+
+
+def test_the_api_serves_runs_reports_and_trials(server: ViewServer, store: Store) -> None:
+    status, headers, body = get(server, "/api/runs")
+    assert status == 200 and headers["content-type"] == "application/json"
+    listed = json.loads(body)
+    assert {run["name"] for run in listed} == {"before", "after"}
+
+    run_id = run_ids(store)["before"]
+    _, _, body = get(server, f"/api/runs/{run_id}")
+    assert json.loads(body) == json.loads(store.load_report(run_id).to_json())
+
+    _, _, body = get(server, f"/api/runs/before/trials/{quote(ODD_TASK, safe='')}/0")
+    trial = json.loads(body)
+    assert trial["task_id"] == ODD_TASK and trial["outcome"]["output"] == f"Paris {XSS}"
+
+    status, _, body = get(server, "/api/runs/no-such-run")
+    assert status == 404 and "no-such-run" in json.loads(body)["error"]
+
+
+# --- what it refuses ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/nothing-here", 404),
+        ("/runs/no-such-run", 404),
+        ("/runs/before/trials/spain/7", 404),
+        ("/runs/before/trials/no-such-task/0", 404),
+        ("/runs/before/trials/spain/x", 400),
+        ("/runs/2", 400),  # both run ids start with the year: ambiguous
+        ("/api/nothing", 404),
+    ],
+)
+def test_bad_addresses_get_a_clear_status(server: ViewServer, path: str, status: int) -> None:
+    got, headers, body = get(server, path)
+    assert got == status, body[:300]
+    if path.startswith("/api/"):
+        assert json.loads(body)["status"] == status and json.loads(body)["error"]
+    else:
+        assert headers["content-type"] == "text/html; charset=utf-8"
+        assert f"trialkit · {status}" in Page(body).visible
+
+
+def test_it_only_reads(server: ViewServer) -> None:
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        status, headers, _ = get(server, "/", method=method)
+        assert status == 405 and headers["allow"] == "GET, HEAD"
+    status, headers, body = get(server, "/", method="HEAD")
+    assert status == 200 and body == "" and int(headers["content-length"]) > 0
+
+
+def test_other_host_names_are_refused(server: ViewServer) -> None:
+    """DNS rebinding: a page of another site that resolves its name to 127.0.0.1 must not
+    read the store."""
+    assert get(server, "/", host=f"evil.example:{server.port}")[0] == 403
+    assert get(server, "/api/runs", host="evil.example")[0] == 403
+    assert get(server, "/", host=f"localhost:{server.port}")[0] == 200
+    assert get(server, "/", host=f"127.0.0.1:{server.port}")[0] == 200
+
+
+def test_pages_forbid_scripts_and_outside_content(server: ViewServer) -> None:
+    _, headers, body = get(server, "/runs/before")
+    assert headers["content-security-policy"] == "default-src 'none'; style-src 'unsafe-inline'"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "no-referrer"
+    for tag, attrs in Page(body).tags:
+        assert tag != "script"
+        for name in ("src", "href"):
+            assert not re.match(r"(https?:)?//", attrs.get(name) or ""), (tag, attrs)
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def test_the_command_serves_until_interrupted(store: Store) -> None:
+    env = {**os.environ, "TRIALKIT_STORE": store.url}
+    with subprocess.Popen(
+        [sys.executable, "-m", "trialkit.cli", "view", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), url
+            address = urlsplit(url)
+            conn = http.client.HTTPConnection(address.hostname or "", address.port, timeout=30)
+            conn.request("GET", "/api/runs")
+            assert len(json.loads(conn.getresponse().read())) == 2
+            conn.close()
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def test_a_port_in_use_is_a_clear_error(store: Store) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "trialkit.cli", "view", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TRIALKIT_STORE": store.url},
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "--port 0" in result.stderr
+    assert time.monotonic() - started < 60
+    assert Path(store.url.removeprefix("sqlite:///")).exists()
