@@ -13,14 +13,17 @@ import sys
 import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
 import pytest
 
+from tests.store.conftest import BACKENDS, postgres_admin, postgres_schema_url
 from trialkit import Suite, Task, graders, run_sync
 from trialkit.store import Store
+from trialkit.store.urls import sqlite_url
 from trialkit.view import ViewServer
+
+__all__ = ["postgres_admin"]  # a fixture these tests use
 
 XSS = "<script>alert(1)</script>"
 ODD_TASK = "paris <b>&? 100%"  # markup, an ampersand, a query mark and a percent sign
@@ -51,10 +54,21 @@ def suite(answer_spain: str = "Berlin") -> Suite:
     )
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def db_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The store's URL (password included, for the command's subprocess): a SQLite file, or a
+    fresh schema on the test PostgreSQL server."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path_factory.mktemp("view") / "view.db")
+        return
+    yield from postgres_schema_url(request.getfixturevalue("postgres_admin"))
+
+
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    path = tmp_path_factory.mktemp("view") / "view.db"
-    with Store(f"sqlite:///{path}") as store:
+def store(db_url: str) -> Iterator[Store]:
+    with Store(db_url) as store:
         run_sync(suite(), store=store, name="before")
         run_sync(suite(answer_spain="Madrid"), store=store, name="after")
         yield store
@@ -281,8 +295,8 @@ def test_pages_forbid_scripts_and_outside_content(server: ViewServer) -> None:
 # --- the command ----------------------------------------------------------------------------
 
 
-def test_the_command_serves_until_interrupted(store: Store) -> None:
-    env = {**os.environ, "TRIALKIT_STORE": store.url}
+def test_the_command_serves_until_interrupted(store: Store, db_url: str) -> None:
+    env = {**os.environ, "TRIALKIT_STORE": db_url}
     with subprocess.Popen(
         [sys.executable, "-m", "trialkit.cli", "view", "--port", "0"],
         stdout=subprocess.PIPE,
@@ -307,7 +321,7 @@ def test_the_command_serves_until_interrupted(store: Store) -> None:
                 proc.wait(timeout=10)
 
 
-def test_a_port_in_use_is_a_clear_error(store: Store) -> None:
+def test_a_port_in_use_is_a_clear_error(store: Store, db_url: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -317,10 +331,10 @@ def test_a_port_in_use_is_a_clear_error(store: Store) -> None:
             [sys.executable, "-m", "trialkit.cli", "view", "--port", str(port)],
             capture_output=True,
             text=True,
-            env={**os.environ, "TRIALKIT_STORE": store.url},
+            env={**os.environ, "TRIALKIT_STORE": db_url},
             timeout=60,
         )
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "--port 0" in result.stderr
     assert time.monotonic() - started < 60
-    assert Path(store.url.removeprefix("sqlite:///")).exists()
+    assert len(store.list_runs()) == 2  # nothing was touched
