@@ -100,18 +100,7 @@ class Links:
 def render_html(report: Report, *, links: Links | None = None) -> str:
     """The report as one HTML page; `links` makes trial numbers link to their transcripts."""
     title = f"trialkit · {f.run_title(report)}"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        '<meta name="generator" content="trialkit">',
-        f"<title>{text(title)}</title>",
-        f"<style>\n{CSS}</style>",
-        "</head>",
-        "<body>",
+    body = [
         *_header(report, title, links),
         "<main>",
         *_summary(report),
@@ -121,6 +110,26 @@ def render_html(report: Report, *, links: Links | None = None) -> str:
         "</main>",
         f"<footer>Written by trialkit from run <code>{text(report.run.id)}</code>: one file, "
         "no scripts, no network.</footer>",
+    ]
+    return document(title, body)
+
+
+def document(title: str, body: list[str], *, css: str = "") -> str:
+    """A whole page around `body` (markup): the charset, the Content-Security-Policy, the
+    stylesheet (plus `css`) and the title (text)."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="generator" content="trialkit">',
+        f"<title>{text(title)}</title>",
+        f"<style>\n{CSS}{css}</style>",
+        "</head>",
+        "<body>",
+        *body,
         "</body>",
         "</html>",
     ]

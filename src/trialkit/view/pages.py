@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.terminal_theme import DEFAULT_TERMINAL_THEME
 
 from trialkit.reports import _format as f
-from trialkit.reports.html import CSP, CSS, Links, nav_line, render_html, text, verdict_class
+from trialkit.reports.html import Links, document, nav_line, render_html, text, verdict_class
 from trialkit.score import Verdict
 from trialkit.store import Store, queries
 from trialkit.store.store import RunSummary
@@ -37,32 +37,8 @@ form.filters label{display:flex;flex-direction:column;font-size:.85rem;color:var
 
 def page(title: str, body: list[str], nav: list[tuple[str, str]]) -> str:
     """A whole page around `body` (markup), with the report's stylesheet."""
-    return (
-        "\n".join(
-            [
-                "<!DOCTYPE html>",
-                '<html lang="en">',
-                "<head>",
-                '<meta charset="utf-8">',
-                '<meta name="viewport" content="width=device-width, initial-scale=1">',
-                f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-                f"<title>{text(title)}</title>",
-                f"<style>\n{CSS}{EXTRA_CSS}</style>",
-                "</head>",
-                "<body>",
-                "<header>",
-                *nav_line(nav),
-                f"<h1>{text(title)}</h1>",
-                "</header>",
-                "<main>",
-                *body,
-                "</main>",
-                "</body>",
-                "</html>",
-            ]
-        )
-        + "\n"
-    )
+    header = ["<header>", *nav_line(nav), f"<h1>{text(title)}</h1>", "</header>"]
+    return document(title, [*header, "<main>", *body, "</main>"], css=EXTRA_CSS)
 
 
 # --- addresses ------------------------------------------------------------------------------
