@@ -94,7 +94,7 @@ def _client() -> Any:
 
 
 def _prompt(task: int) -> str:
-    return f"Repeat this token: tok-{task:04d}"
+    return f"Repeat this token: tok-{task:04d}"  # as in latency.py
 
 
 def _cpu_s() -> float:
@@ -125,23 +125,15 @@ async def _sdk(total: int, concurrency: int) -> None:
 
 
 async def _trialkit(total: int, concurrency: int, store_url: str | None) -> None:
-    from trialkit import Runner, Suite, Task, graders
+    from latency import _suite  # the same suite as the latency benchmark's (this folder)
+
+    from trialkit import Runner
     from trialkit.models import get_model
     from trialkit.store import Store
 
     model = get_model(f"openai/{MODEL}", client=_client(), max_concurrency=None)
-    suite = Suite(
-        id="sdk-floor",
-        kind="capability",
-        trials=max(1, total // TASKS),
-        model=model,
-        tasks=[
-            Task(id=f"task-{i}", input=_prompt(i), graders=[graders.contains(f"tok-{i:04d}")])
-            for i in range(min(TASKS, total))
-        ],
-    )
     store = Store(store_url) if store_url else None
-    report = await Runner(concurrency=concurrency, store=store).run(suite)
+    report = await Runner(concurrency=concurrency, store=store).run(_suite(total, model))
     summary = report.summary
     assert summary.passed == total and summary.errors == 0, (summary.passed, summary.errors)
     await model.aclose()
