@@ -43,6 +43,7 @@ TESTS = 'pip install -e ".[dev]" && python -m pytest'
 # --allowed-tools (the command-line agent example of the guide).
 NOT_TRIALKIT_OPTIONS = {
     "--check",
+    "--head",  # ray start --head
     "--agent",
     "--quick",
     "--suites",

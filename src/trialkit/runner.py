@@ -12,7 +12,7 @@ import functools
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
 import anyio.to_thread
@@ -72,7 +72,9 @@ class Runner:
 
     `store` is a `Store` or a store URL / SQLite path; without one nothing is kept.
     `workers` > 1 runs the trials in that many child processes (see `trialkit.executors`);
-    the suite must then come from `load_target` (or `trialkit run`), so they can load it.
+    `executor="ray"` runs them in Ray actors (`workers` of them; by default one per CPU of the
+    cluster). The suite must then come from `load_target` (or `trialkit run`), so they can
+    load it.
     """
 
     def __init__(
@@ -94,18 +96,22 @@ class Runner:
         max_cost: float | None = None,
         exporters: Sequence[Exporter] = (),
         adaptive: Adaptive | None = None,
-        workers: int = 1,
+        workers: int | None = None,
+        executor: Literal["local", "ray"] = "local",
     ) -> None:
         if adaptive is not None and trials is not None:
             raise ValueError("give either trials or adaptive, not both")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        if workers < 1:
+        if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        if workers > 1 and harness is not None:
+        if executor not in ("local", "ray"):
+            raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+        elsewhere = executor == "ray" or (workers or 1) > 1
+        if elsewhere and harness is not None:
             raise ValueError(
-                "a harness given to the Runner cannot be sent to worker processes: "
-                "put it on the suite, or use workers=1"
+                "a harness given to the Runner cannot be sent to worker processes or Ray "
+                "actors: put it on the suite, or run in this process"
             )
         if trials is not None and trials < 1:
             raise ValueError(f"trials must be >= 1, got {trials}")
@@ -136,7 +142,11 @@ class Runner:
         self.max_cost = max_cost
         self.adaptive = adaptive
         """Sample each task only while it is undecided (see `trialkit.adaptive`)."""
-        self.workers = workers
+        self.executor = executor
+        """Where trials run: `local` (this process, or worker processes) or `ray`."""
+        self.ray_actors = workers if executor == "ray" else None
+        """Ray actors to start; None: one per CPU of the cluster."""
+        self.workers = 1 if executor == "ray" or workers is None else workers
         """Processes that run trials; 1 runs them in this process."""
         self.exporters = list(exporters)
         self.export_errors: list[str] = []
@@ -232,7 +242,7 @@ class Runner:
         propagates. With `resume` (a stored run's id), only the trials that run lacks are run
         (and, with `retry_errors`, those that errored), and the report covers the whole run.
         """
-        if self.workers > 1:
+        if self.workers > 1 or self.executor == "ray":
             from trialkit.executors.processes import check_source
 
             check_source(suite)
@@ -258,6 +268,7 @@ class Runner:
                 "judge_model": self.settings.judge_model,
                 "max_cost": self.max_cost,
                 **({"workers": self.workers} if self.workers > 1 else {}),
+                **({"executor": "ray"} if self.executor == "ray" else {}),
                 **self._adaptive_config(),
             },
         )
@@ -463,7 +474,16 @@ class Runner:
     async def _executor(
         self, suite: Suite, run: RunInfo, total: int
     ) -> AsyncIterator[RunTrial | None]:
-        """Worker processes that run trials, when `workers` > 1; else None (in process)."""
+        """Worker processes or Ray actors that run trials; None: in this process."""
+        if self.executor == "ray" and total > 0:
+            from trialkit.executors.ray import open_ray_pool
+
+            async with open_ray_pool(
+                suite, self, run.id, actors=self.ray_actors, concurrency=self.concurrency
+            ) as ray_pool:
+                run.config["ray_actors"] = ray_pool.size
+                yield ray_pool.run
+            return
         if self.workers == 1 or total == 0:
             yield None
             return

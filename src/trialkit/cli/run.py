@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import anyio
 import click
@@ -106,11 +106,19 @@ def _error_allowance(text: str) -> float:
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
     help="Processes that run trials, sharing --concurrency: for latency-bound runs (many "
     "model calls at once) that one core cannot keep up with. Per-model limits (max "
-    "concurrency, rpm, tpm) then hold in each process.",
+    "concurrency, rpm, tpm) then hold in each process. With --executor ray: Ray actors. "
+    "[default: 1; with --executor ray, one per CPU of the cluster]",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where trials run: here (local, with --workers processes), or in actors on a Ray "
+    "cluster (ray: the one RAY_ADDRESS names, or a local one started for the run; needs "
+    "pip install 'trialkit[ray]').",
 )
 @click.option(
     "--timeout",
@@ -228,7 +236,8 @@ def run_command(
     precision: float | None,
     models: str | None,
     concurrency: int,
-    workers: int,
+    workers: int | None,
+    executor: str,
     timeout: float | None,
     task_ids: tuple[str, ...],
     tags: tuple[str, ...],
@@ -287,6 +296,7 @@ def run_command(
         "cassette": cassette,
         "max_cost": max_cost,
         "workers": workers,
+        "executor": executor,
     }
     if models is not None:
         refused = [
@@ -337,6 +347,7 @@ def run_command(
         max_cost=max_cost,
         exporters=_exporters(trace_jsonl, include_content),
         workers=workers,
+        executor=cast(Literal["local", "ray"], executor),
     )
     if retry_errors and resume_ref is None:
         fail("--retry-errors needs --resume RUN")

@@ -114,7 +114,11 @@ class _Worker:
         self.run_id: str = setup["run_id"]
 
     async def run(self, request: dict[str, Any], channel: _Channel) -> None:
-        number = request["id"]
+        payload = await self.run_one(request)
+        await channel.send(f"trial {request['id']} ".encode() + payload.encode() + b"\n")
+
+    async def run_one(self, request: dict[str, Any]) -> str:
+        """Run the trial `request` names (task, index, timeout); the finished `Trial` as JSON."""
         item = self.planned.get(request["task"])
         if item is None:
             trial = _error_trial(self.run_id, request, "this worker's suite has no such task")
@@ -123,11 +127,15 @@ class _Worker:
                 item = dataclasses.replace(item, timeout=request["timeout"])
             trial = await self.trials.run(item, request["index"])
         try:
-            payload = trial.model_dump_json()
+            return trial.model_dump_json()
         except ValueError as exc:
             why = f"the trial could not be sent to the parent: {exc}"
-            payload = _error_trial(self.run_id, request, why).model_dump_json()
-        await channel.send(f"trial {number} ".encode() + payload.encode() + b"\n")
+            return _error_trial(self.run_id, request, why).model_dump_json()
+
+    def run_calls(self) -> list[dict[str, Any]]:
+        """Model calls of this worker that belong to the run but to no trial (judges'
+        negative controls), as JSON."""
+        return [call.model_dump(mode="json") for call in self.settings.run_calls]
 
     def used_keys(self) -> list[str]:
         cassette = self.runner.settings.cassette
@@ -184,8 +192,7 @@ async def serve(channel: _Channel) -> int:
                         trials.start_soon(worker.run, json.loads(line), channel)
                 outer.cancel_scope.cancel()
         if not terminated:
-            calls = [call.model_dump(mode="json") for call in worker.settings.run_calls]
-            await channel.send(b"calls " + json.dumps(calls).encode() + b"\n")
+            await channel.send(b"calls " + json.dumps(worker.run_calls()).encode() + b"\n")
             keys = json.dumps(worker.used_keys()).encode()
             await channel.send(b"keys " + keys + b"\n")
     finally:

@@ -1,0 +1,302 @@
+"""Trials on a Ray cluster: `Runner(executor="ray")`, `trialkit run --executor ray`.
+
+The same split as worker processes (`trialkit.executors.processes`): this process plans,
+schedules, stores and reports; Ray actors run the trials. Each actor loads the suite from its
+source once (suites hold functions, which are never pickled), with the run's model settings,
+and runs its share of the concurrency on its own event loop. A trial goes to the actor with the
+fewest trials in flight and comes back as the finished `Trial`.
+
+Connecting: `ray.init()` joins the cluster that `RAY_ADDRESS` names (or that `ray start`
+started on this machine), and otherwise starts a local one for the run, stopped afterwards. A
+Ray already initialised in this process (by your code) is used as it is and left running.
+Usage statistics are turned off for the cluster trialkit starts. Actors need trialkit and the
+suite's files at the same paths as here, and get the environment of the Ray node (API keys
+included), not this process's.
+
+An actor that dies (its process crashed or was killed) turns its trials in flight into errors
+and is replaced, at most `MAX_DEATHS` times in a run. An actor that does not answer a trial
+within the trial's timeout plus `ANSWER_GRACE` is killed and replaced the same way. When the
+run ends or is cancelled, every actor is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from trialkit._record import ErrorInfo
+from trialkit.executors.processes import WorkerError, worker_setup
+from trialkit.models.context import current_settings
+from trialkit.score import Verdict
+from trialkit.task import Suite
+from trialkit.transcript import ModelCall
+from trialkit.trial import Trial, TrialStatus
+
+if TYPE_CHECKING:
+    from trialkit.run_trial import PlannedTask
+    from trialkit.runner import Runner
+
+MAX_DEATHS = 5
+"""Actor deaths a run survives (each actor is replaced); one more fails the run."""
+START_TIMEOUT = 180.0
+"""Seconds the actors may take to be placed, import trialkit and load the suite."""
+ANSWER_GRACE = 60.0
+"""Seconds past a trial's own timeout before its actor counts as hung."""
+STOP_TIMEOUT = 30.0
+"""Seconds the actors get to report what they used when the run ends."""
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise WorkerError(
+            "--executor ray needs Ray: pip install 'trialkit[ray]' (or pip install ray)"
+        ) from exc
+    return ray
+
+
+class TrialActor:
+    """What runs in each Ray actor: the suite, loaded once, and its trials."""
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        from trialkit._gc import fewer_collections
+        from trialkit.executors.worker import _Worker
+
+        self.worker = _Worker(setup)
+        self.concurrency: int = setup["concurrency"]
+        self._collections = fewer_collections()
+        self._collections.__enter__()  # for the actor's whole life: it only runs trials
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    async def run(self, request: dict[str, Any]) -> str:
+        import anyio.to_thread
+
+        from trialkit.models.context import use_settings
+
+        threads = anyio.to_thread.current_default_thread_limiter()
+        threads.total_tokens = max(threads.total_tokens, self.concurrency)
+        with use_settings(self.worker.settings):
+            return await self.worker.run_one(request)
+
+    async def finish(self) -> dict[str, Any]:
+        """Close the harness; the cassette keys used and the calls of no trial."""
+        await self.worker.harness.aclose()
+        return {"keys": self.worker.used_keys(), "calls": self.worker.run_calls()}
+
+
+class _Actor:
+    def __init__(self, handle: Any, number: int) -> None:
+        self.handle = handle
+        self.number = number
+        self.in_flight = 0
+        self.ready = False
+        """It has loaded the suite: trials may go to it."""
+        self.dead = False
+
+
+class RayPool:
+    """Ray actors that run trials; `run` has the signature of `TrialRunner.run`.
+
+    Use it through `open_ray_pool`, which starts the actors and always kills them.
+    """
+
+    def __init__(self, ray: Any, setup: dict[str, Any], *, actors: int, run_id: str) -> None:
+        self.ray = ray
+        self.setup = setup
+        self.size = actors
+        self.run_id = run_id
+        self.actors: list[_Actor] = []
+        self.deaths = 0
+        self.started = 0
+        self.scope = anyio.CancelScope()
+        """Cancelled when the pool gives up, so the run's trials stop waiting."""
+        self.failure: WorkerError | None = None
+        self.keys: set[str] = set()
+        self.run_calls: list[ModelCall] = []
+        self._remote = ray.remote(TrialActor)
+        self.changed = anyio.Event()
+        """Set (and renewed) when an actor becomes ready or is lost."""
+
+    async def start(self) -> None:
+        """Start the actors; return when all have loaded the suite."""
+        fresh = [self._new_actor() for _ in range(self.size)]
+        with anyio.move_on_after(START_TIMEOUT) as waited:
+            for actor in fresh:
+                await self._ready(actor)
+        if waited.cancelled_caught:
+            raise WorkerError(
+                f"the Ray actors did not start within {START_TIMEOUT:g} s: the cluster may "
+                f"have fewer free CPUs than the {self.size} actors asked for (--workers)"
+            )
+
+    def _new_actor(self) -> _Actor:
+        self.started += 1
+        handle = self._remote.options(
+            max_concurrency=max(1, self.setup["concurrency"]),
+            num_cpus=1,
+            name=f"trialkit-{self.run_id}-{self.started}",
+        ).remote(self.setup)
+        actor = _Actor(handle, self.started)
+        self.actors.append(actor)
+        return actor
+
+    async def _ready(self, actor: _Actor) -> None:
+        try:
+            await actor.handle.ready.remote()
+        except self.ray.exceptions.RayActorError as exc:
+            raise WorkerError(f"a Ray actor could not load the suite: {_cause(exc)}") from None
+        actor.ready = True
+        self._notify()
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def _pick(self) -> _Actor:
+        while True:
+            ready = [a for a in self.actors if a.ready and not a.dead]
+            if ready:
+                return min(ready, key=lambda a: a.in_flight)
+            await self.changed.wait()  # a replacement started, or the pool gave up
+
+    async def run(self, item: PlannedTask, index: int) -> Trial:
+        """Run one trial on the actor with the fewest trials in flight."""
+        actor = await self._pick()
+        request = {"task": item.task.id, "index": index, "timeout": item.timeout}
+        started_at, started = datetime.now(UTC), time.perf_counter()
+        actor.in_flight += 1
+        ref = actor.handle.run.remote(request)
+        try:
+            with anyio.move_on_after(item.timeout + ANSWER_GRACE) as waited:
+                payload = await ref
+            if waited.cancelled_caught:
+                why = f"did not answer within {item.timeout + ANSWER_GRACE:g} s; it was stopped"
+                await self._lost(actor, why)
+                return _lost_trial(item, index, self.run_id, why, started_at, started)
+        except self.ray.exceptions.RayActorError as exc:
+            why = f"died before the trial finished: {_cause(exc)}"
+            await self._lost(actor, why)
+            return _lost_trial(item, index, self.run_id, why, started_at, started)
+        except self.ray.exceptions.RayError as exc:
+            why = f"could not run the trial: {_cause(exc)}"
+            return _lost_trial(item, index, self.run_id, why, started_at, started)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.ray.cancel(ref)  # the run was cancelled: stop the trial there too
+            raise
+        finally:
+            actor.in_flight -= 1
+        return Trial.model_validate_json(payload)
+
+    async def _lost(self, actor: _Actor, why: str) -> None:
+        """An actor died or hung: kill it, and replace it while deaths are few."""
+        if actor.dead:
+            return
+        actor.dead = True
+        self._notify()
+        with contextlib.suppress(Exception):
+            self.ray.kill(actor.handle)
+        self.deaths += 1
+        if self.deaths > MAX_DEATHS:
+            self.failure = WorkerError(f"{self.deaths} Ray actors were lost (the last {why})")
+            self.scope.cancel()
+            return
+        replacement = self._new_actor()
+        try:
+            with anyio.fail_after(START_TIMEOUT):
+                await self._ready(replacement)
+        except (WorkerError, TimeoutError) as exc:
+            replacement.dead = True
+            self.failure = WorkerError(f"cannot replace a lost Ray actor: {exc}")
+            self.scope.cancel()
+
+    async def stop(self) -> None:
+        """Collect what each live actor used (cassette keys, calls of no trial)."""
+        with anyio.move_on_after(STOP_TIMEOUT):
+            for actor in self.actors:
+                if actor.dead:
+                    continue
+                with contextlib.suppress(self.ray.exceptions.RayError):
+                    used = await actor.handle.finish.remote()
+                    self.keys.update(used["keys"])
+                    self.run_calls.extend(ModelCall.model_validate(c) for c in used["calls"])
+
+    def kill(self) -> None:
+        for actor in self.actors:
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor.handle)
+            actor.dead = True
+
+
+@contextlib.asynccontextmanager
+async def open_ray_pool(
+    suite: Suite, runner: Runner, run_id: str, *, actors: int | None, concurrency: int
+) -> AsyncIterator[RayPool]:
+    """Ray actors for one run; when the block ends (or fails) none is left running, and a Ray
+    this run started is shut down. `actors` None: one per CPU of the cluster."""
+    ray = import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never send telemetry
+        ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True)
+    try:
+        count = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        count = min(count, concurrency)
+        share = -(-concurrency // count)
+        setup = worker_setup(suite, runner, run_id, share)
+        pool = RayPool(ray, setup, actors=count, run_id=run_id)
+        error: BaseException | None = None
+        try:
+            await pool.start()
+            with pool.scope:
+                yield pool
+            if pool.failure is None:
+                await pool.stop()
+        except BaseException as exc:  # raised again below
+            error = exc
+        finally:
+            pool.kill()
+        cassette = runner.settings.cassette
+        if cassette is not None and pool.keys:
+            cassette.note_used(pool.keys)
+        current_settings().run_calls.extend(pool.run_calls)
+        if error is not None:
+            raise error
+        if pool.failure is not None:
+            raise pool.failure
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return " ".join(line.strip() for line in text[:6])[:1000] or type(exc).__name__
+
+
+def _lost_trial(
+    item: PlannedTask, index: int, run_id: str, why: str, started_at: datetime, started: float
+) -> Trial:
+    """An error trial for a trial whose actor could not give its result back."""
+    return Trial(
+        run_id=run_id,
+        task_id=item.task.id,
+        index=index,
+        status=TrialStatus.ERROR,
+        verdict=Verdict.ERROR,
+        expect=item.task.expect,
+        error=ErrorInfo(
+            type="WorkerDied", message=f"the Ray actor running this trial {why}", phase="worker"
+        ),
+        started_at=started_at,
+        duration_s=time.perf_counter() - started,
+    )
