@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,26 @@ def test_a_killed_actor_errors_its_trial_and_is_replaced(
 def test_actors_that_keep_dying_fail_the_run(ray_cluster: str, suite_file: Path) -> None:
     with pytest.raises(WorkerError, match="Ray actors were lost"):
         run(load_target(f"{suite_file}:always_dies"), concurrency=2, executor="ray", workers=1)
+
+
+def test_a_cancelled_run_leaves_no_actor_running(ray_cluster: str, suite_file: Path) -> None:
+    import ray
+
+    suite = load_target(f"{suite_file}:slow")  # agents that block for 30 s
+    runner = Runner(concurrency=4, executor="ray", workers=2)
+
+    async def main() -> None:
+        with anyio.move_on_after(8):
+            await runner.run(suite)
+
+    started = time.monotonic()
+    anyio.run(main)
+    assert time.monotonic() - started < 25  # not the agents' 30 s
+    assert runner.last_run is not None and runner.last_run.status == "interrupted"
+    assert ray.is_initialized()  # the test's own connection is left open
+    for number in (1, 2):  # the actors are named after the run; killed ones are gone
+        with pytest.raises(ValueError, match="Failed to look up actor"):
+            ray.get_actor(f"trialkit-{runner.last_run.id}-{number}")
 
 
 def test_a_suite_that_does_not_load_on_the_actors_is_a_clear_error(

@@ -1,4 +1,5 @@
-"""Where trials run: in this process (the default), or in worker processes (`processes`)."""
+"""Where trials run: in this process (the default), in worker processes (`processes`), or in
+actors on a Ray cluster (`ray`, imported only when used)."""
 
 from trialkit.executors.processes import ProcessPool, WorkerError, check_source
 
