@@ -45,8 +45,10 @@ WEATHER = ToolSpec(
 
 @pytest.fixture
 async def model(provider_server: ProviderServer) -> AsyncIterator[AnthropicModel]:
+    # Generous: a loaded CI machine can take a while to accept a loopback connection. The
+    # timeout itself is tested with a model of its own (`test_slow_answer_...`).
     model = AnthropicModel(
-        "claude-test", base_url=provider_server.anthropic_base_url, api_key=KEY, timeout=0.5
+        "claude-test", base_url=provider_server.anthropic_base_url, api_key=KEY, timeout=15.0
     )
     yield model
     await model.aclose()
@@ -301,10 +303,14 @@ async def test_malformed_body_is_transient(
     assert model.classify(exc) == (ErrorKind.TRANSIENT, None, None)
 
 
-async def test_slow_answer_times_out_as_transient(
-    model: AnthropicModel, provider_server: ProviderServer
-) -> None:
-    exc = await failure(model, provider_server, Reply("late", delay=1.5))
+async def test_slow_answer_times_out_as_transient(provider_server: ProviderServer) -> None:
+    model = AnthropicModel(
+        "claude-test", base_url=provider_server.anthropic_base_url, api_key=KEY, timeout=0.5
+    )
+    try:
+        exc = await failure(model, provider_server, Reply("late", delay=3.0))
+    finally:
+        await model.aclose()
     assert isinstance(exc, anthropic.APITimeoutError)
     assert model.classify(exc) == (ErrorKind.TRANSIENT, None, None)
 

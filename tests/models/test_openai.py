@@ -50,8 +50,10 @@ WEATHER = ToolSpec(
 
 @pytest.fixture
 async def model(provider_server: ProviderServer) -> AsyncIterator[OpenAIModel]:
+    # Generous: a loaded CI machine can take a while to accept a loopback connection. The
+    # timeout itself is tested with a model of its own (`test_slow_answer_...`).
     model = OpenAIModel(
-        "gpt-test", base_url=provider_server.openai_base_url, api_key=KEY, timeout=0.5
+        "gpt-test", base_url=provider_server.openai_base_url, api_key=KEY, timeout=15.0
     )
     yield model
     await model.aclose()
@@ -342,10 +344,14 @@ async def test_malformed_body_is_transient(
     assert model.classify(exc) == (ErrorKind.TRANSIENT, None, None)
 
 
-async def test_slow_answer_times_out_as_transient(
-    model: OpenAIModel, provider_server: ProviderServer
-) -> None:
-    exc = await failure(model, provider_server, Reply("late", delay=1.5))
+async def test_slow_answer_times_out_as_transient(provider_server: ProviderServer) -> None:
+    model = OpenAIModel(
+        "gpt-test", base_url=provider_server.openai_base_url, api_key=KEY, timeout=0.5
+    )
+    try:
+        exc = await failure(model, provider_server, Reply("late", delay=3.0))
+    finally:
+        await model.aclose()
     assert isinstance(exc, openai.APITimeoutError)
     assert model.classify(exc) == (ErrorKind.TRANSIENT, None, None)
 
