@@ -19,12 +19,13 @@ if [ "$(id -u)" -ne 0 ]; then
   log "run me as root (I make a network namespace)"
   exit 1
 fi
+command -v ray >/dev/null || { log "ray is not installed: pip install -e '.[ray]'"; exit 1; }
 if [ "${1:-}" = "stop" ]; then
-  ip netns exec "$namespace" ray stop --force >&2 || true
+  # `ray stop` finds Ray's processes by name, in any namespace.
+  ray stop --force >&2
   ip netns delete "$namespace" 2>/dev/null || true
   exit 0
 fi
-command -v ray >/dev/null || { log "ray is not installed: pip install -e '.[ray]'"; exit 1; }
 if ! command -v ip >/dev/null; then
   log "installing iproute2 (ip netns)"
   apt-get update -qq >&2 && apt-get install -y -qq iproute2 >&2
@@ -36,7 +37,8 @@ fi
 ip netns exec "$namespace" ip link set lo up
 
 export RAY_USAGE_STATS_ENABLED=0
-if ! ip netns exec "$namespace" ray status --address "127.0.0.1:$port" >/dev/null 2>&1; then
+listening() { ip netns exec "$namespace" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; }
+if ! listening; then
   log "starting a Ray head node on 127.0.0.1:$port in namespace $namespace"
   ip netns exec "$namespace" ray start --head --node-ip-address=127.0.0.1 --port="$port" \
     --num-cpus=4 --include-dashboard=false --disable-usage-stats >&2

@@ -229,3 +229,30 @@ def test_without_ray_the_error_names_the_extra(
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
     with pytest.raises(WorkerError, match=r"pip install 'trialkit\[ray\]'"):
         run(load_target(f"{suite_file}:mixed"), executor="ray")
+
+
+def test_runs_at_once_share_the_ray_they_connected_to(
+    ray_cluster: str, suite_file: Path, tmp_path: Path
+) -> None:
+    """`--models` runs several runs at once in one process: the first to end must not shut
+    Ray down under the others."""
+    db = tmp_path / "m.db"
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "trialkit.cli", "run", f"{suite_file}:mixed"),
+            *("--models", "scripted/a,scripted/b", "--executor", "ray", "--workers", "1"),
+            *("--no-progress", "--store", str(db)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAY_ADDRESS": ray_cluster},
+    )
+    assert result.returncode == 3, result.stderr[-3000:]  # `crash` errors, as it should
+    from trialkit.store import Store
+
+    with Store(f"sqlite:///{db}") as store:
+        runs = store.list_runs()
+        assert len(runs) == 2
+        for run_ in runs:
+            assert (run_.trials, run_.passed, run_.failed, run_.errors) == (16, 10, 2, 4)

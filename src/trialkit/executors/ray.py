@@ -52,6 +52,11 @@ STOP_TIMEOUT = 30.0
 """Seconds the actors get to report what they used when the run ends."""
 
 
+_runs_on_our_ray = 0
+"""Runs of this process using a Ray that trialkit started (`--models` runs several at once):
+the last one to end shuts it down."""
+
+
 def import_ray() -> Any:
     try:
         import ray
@@ -243,11 +248,13 @@ async def open_ray_pool(
 ) -> AsyncIterator[RayPool]:
     """Ray actors for one run; when the block ends (or fails) none is left running, and a Ray
     this run started is shut down. `actors` None: one per CPU of the cluster."""
+    global _runs_on_our_ray
     ray = import_ray()
-    started_here = not ray.is_initialized()
-    if started_here:
+    ours = _runs_on_our_ray > 0 or not ray.is_initialized()
+    if not ray.is_initialized():
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never send telemetry
         ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True)
+    _runs_on_our_ray += ours
     try:
         count = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
         count = min(count, concurrency)
@@ -274,7 +281,8 @@ async def open_ray_pool(
         if pool.failure is not None:
             raise pool.failure
     finally:
-        if started_here:
+        _runs_on_our_ray -= ours
+        if ours and _runs_on_our_ray == 0:  # the last run on the Ray trialkit started
             ray.shutdown()
 
 
