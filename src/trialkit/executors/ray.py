@@ -253,7 +253,11 @@ async def open_ray_pool(
     ours = _runs_on_our_ray > 0 or not ray.is_initialized()
     if not ray.is_initialized():
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never send telemetry
-        ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True)
+        try:
+            ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True)
+        except Exception as exc:  # no cluster at RAY_ADDRESS, or none could be started
+            where = os.environ.get("RAY_ADDRESS") or "a local cluster"
+            raise WorkerError(f"cannot join or start Ray ({where}): {_cause(exc)}") from exc
     _runs_on_our_ray += ours
     try:
         count = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
