@@ -76,6 +76,18 @@ tasks:
 """
 
 
+MIXED_TALLY = [
+    ("good", "pass", 4, 4, 0, 0),
+    ("flaky", "pass", 4, 2, 2, 0),
+    ("crash", "error", 4, 0, 0, 4),
+    ("other", "pass", 4, 4, 0, 0),
+]
+"""The `mixed` suite's report, wherever its trials run: (task, verdict, trials, passed,
+failed, errors)."""
+MIXED_STORED = [(task, i, 1) for task in ("crash", "flaky", "good", "other") for i in range(4)]
+"""Its trials in the store: each (task, index) once."""
+
+
 @pytest.fixture
 def suite_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
@@ -128,15 +140,8 @@ def test_workers_store_each_trial_once_and_report_like_one_process(
     alone, _ = run(suite, store=str(tmp_path / "one.db"), concurrency=4)
     spread, _ = run(suite, store=str(tmp_path / "two.db"), concurrency=4, workers=2)
 
-    assert tally(spread) == tally(alone)
-    assert tally(spread) == [
-        ("good", "pass", 4, 4, 0, 0),
-        ("flaky", "pass", 4, 2, 2, 0),
-        ("crash", "error", 4, 0, 0, 4),
-        ("other", "pass", 4, 4, 0, 0),
-    ]
-    expected = [(task, i, 1) for task in ("crash", "flaky", "good", "other") for i in range(4)]
-    assert stored(tmp_path / "two.db") == expected
+    assert tally(spread) == tally(alone) == MIXED_TALLY
+    assert stored(tmp_path / "two.db") == MIXED_STORED
     assert spread.run.config["workers"] == 2
     outputs = [r.output or "" for t in spread.tasks for r in t.results if r.output]
     pids = {line.rsplit("pid=", 1)[1] for line in outputs}

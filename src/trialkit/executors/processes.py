@@ -349,14 +349,20 @@ async def open_pool(
             with anyio.CancelScope(shield=True):
                 await pool.kill()
             tasks.cancel_scope.cancel()
+    hand_back(runner, pool.keys, pool.run_calls, error or pool.failure)
+
+
+def hand_back(
+    runner: Runner, keys: set[str], run_calls: list[ModelCall], error: BaseException | None
+) -> None:
+    """After the workers (or actors) are gone: what they used goes to the run (cassette keys
+    for its manifest, model calls of no trial to its figures), then `error` is raised."""
     cassette = runner.settings.cassette
-    if cassette is not None and pool.keys:
-        cassette.note_used(pool.keys)
-    current_settings().run_calls.extend(pool.run_calls)  # counted in the run's figures
+    if cassette is not None and keys:
+        cassette.note_used(keys)
+    current_settings().run_calls.extend(run_calls)
     if error is not None:
         raise error
-    if pool.failure is not None:
-        raise pool.failure
 
 
 def _exit(code: int) -> str:

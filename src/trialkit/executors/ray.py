@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from trialkit._record import ErrorInfo
-from trialkit.executors.processes import WorkerError, worker_setup
-from trialkit.models.context import current_settings
+from trialkit.executors.processes import WorkerError, hand_back, worker_setup
 from trialkit.score import Verdict
 from trialkit.task import Suite
 from trialkit.transcript import ModelCall
@@ -276,14 +275,7 @@ async def open_ray_pool(
             error = exc
         finally:
             pool.kill()
-        cassette = runner.settings.cassette
-        if cassette is not None and pool.keys:
-            cassette.note_used(pool.keys)
-        current_settings().run_calls.extend(pool.run_calls)
-        if error is not None:
-            raise error
-        if pool.failure is not None:
-            raise pool.failure
+        hand_back(runner, pool.keys, pool.run_calls, error or pool.failure)
     finally:
         _runs_on_our_ray -= ours
         if ours and _runs_on_our_ray == 0:  # the last run on the Ray trialkit started
