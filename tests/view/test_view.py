@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
+from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
 import pytest
@@ -338,3 +339,31 @@ def test_a_port_in_use_is_a_clear_error(store: Store, db_url: str) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "--port 0" in result.stderr
     assert time.monotonic() - started < 60
     assert len(store.list_runs()) == 2  # nothing was touched
+
+
+def test_pages_of_a_run_still_going_reload_themselves(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from trialkit.report import RunInfo, SuiteInfo, TaskPlan
+    from trialkit.task import SuiteKind
+
+    with Store(sqlite_url(tmp_path / "going.db")) as store:
+        run_sync(suite(), store=store, name="done")
+        going = RunInfo(id="20261130T000000-abcdef", started_at=datetime.now(UTC), status="running")
+        kind = SuiteKind.CAPABILITY
+        store.create_run(
+            going, SuiteInfo(id="viewer-demo", kind=kind), [TaskPlan(id="a", kind=kind)]
+        )
+        done = run_ids(store)["done"]
+        with ViewServer(store) as server:
+            refresh = '<meta http-equiv="refresh" content="5">'
+            assert refresh in get(server, "/")[2]  # a run is going
+            assert refresh in get(server, f"/runs/{going.id}")[2]
+            assert refresh not in get(server, f"/runs/{done}")[2]  # a finished run stays put
+    assert refresh not in store_report_html(tmp_path)
+
+
+def store_report_html(tmp_path: Path) -> str:
+    """The file report of a finished run: never reloads."""
+    with Store(sqlite_url(tmp_path / "going.db")) as store:
+        return store.load_report(run_ids(store)["done"]).to_html()

@@ -95,6 +95,8 @@ class Links:
     """The URL of trial `index` of task `task_id`."""
     nav: list[tuple[str, str]] = field(default_factory=list)
     """(label, URL) pairs, in order."""
+    refresh: int | None = None
+    """Reload the page every so many seconds (a run still going)."""
 
 
 def render_html(report: Report, *, links: Links | None = None) -> str:
@@ -111,12 +113,13 @@ def render_html(report: Report, *, links: Links | None = None) -> str:
         f"<footer>Written by trialkit from run <code>{text(report.run.id)}</code>: one file, "
         "no scripts, no network.</footer>",
     ]
-    return document(title, body)
+    return document(title, body, refresh=links.refresh if links else None)
 
 
-def document(title: str, body: list[str], *, css: str = "") -> str:
+def document(title: str, body: list[str], *, css: str = "", refresh: int | None = None) -> str:
     """A whole page around `body` (markup): the charset, the Content-Security-Policy, the
-    stylesheet (plus `css`) and the title (text)."""
+    stylesheet (plus `css`) and the title (text); `refresh` reloads it every so many seconds
+    (the viewer's pages of a run still going), with no script."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -124,6 +127,7 @@ def document(title: str, body: list[str], *, css: str = "") -> str:
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        *([f'<meta http-equiv="refresh" content="{refresh:d}">'] if refresh else []),
         '<meta name="generator" content="trialkit">',
         f"<title>{text(title)}</title>",
         f"<style>\n{CSS}{css}</style>",

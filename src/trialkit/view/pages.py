@@ -26,6 +26,8 @@ from trialkit.store.store import RunSummary
 TRIALS_SHOWN = 1000
 """Trials listed on one page; filters (verdict, task) narrow a bigger run."""
 TERMINAL_WIDTH = 120
+REFRESH_S = 5
+"""Pages of a run still going reload themselves this often (seconds)."""
 
 EXTRA_CSS = """\
 pre.terminal{background:#fff;color:#1f2328;border-color:var(--line);max-height:none}
@@ -35,10 +37,13 @@ form.filters label{display:flex;flex-direction:column;font-size:.85rem;color:var
 """
 
 
-def page(title: str, body: list[str], nav: list[tuple[str, str]]) -> str:
+def page(
+    title: str, body: list[str], nav: list[tuple[str, str]], *, refresh: int | None = None
+) -> str:
     """A whole page around `body` (markup), with the report's stylesheet."""
     header = ["<header>", *nav_line(nav), f"<h1>{text(title)}</h1>", "</header>"]
-    return document(title, [*header, "<main>", *body, "</main>"], css=EXTRA_CSS)
+    main = [*header, "<main>", *body, "</main>"]
+    return document(title, main, css=EXTRA_CSS, refresh=refresh)
 
 
 # --- addresses ------------------------------------------------------------------------------
@@ -112,7 +117,8 @@ def runs_page(runs: list[RunSummary], store_url: str) -> str:
         *rows,
         "</tbody></table></div>",
     ]
-    return page("trialkit · runs", body, [])
+    going = any(run.status == "running" for run in runs)
+    return page("trialkit · runs", body, [], refresh=REFRESH_S if going else None)
 
 
 def run_page(store: Store, run_id: str) -> str:
@@ -120,6 +126,7 @@ def run_page(store: Store, run_id: str) -> str:
     links = Links(
         trial=lambda task_id, index: trial_url(run_id, task_id, index),
         nav=[HOME, ("All trials", trials_url(run_id))],
+        refresh=REFRESH_S if report.run.status == "running" else None,
     )
     return render_html(report, links=links)
 
