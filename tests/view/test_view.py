@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 import pytest
 
@@ -201,6 +201,46 @@ def test_the_trial_list_filters_by_verdict_and_task(server: ViewServer, store: S
 
     status, _, body = get(server, f"/runs/{run_id}/trials?verdict=maybe")
     assert status == 400 and "maybe" in Page(body).visible
+
+
+class Forms(HTMLParser):
+    """Each form's action and its inputs' names and values."""
+
+    def __init__(self, body: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.forms: list[tuple[str, dict[str, str]]] = []
+        self.feed(body)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "form":
+            self.forms.append((found.get("action") or "", {}))
+        elif tag in ("input", "select") and self.forms and found.get("name"):
+            self.forms[-1][1][found["name"] or ""] = found.get("value") or ""
+
+
+def submit(server: ViewServer, path: str, action: str, **values: str) -> tuple[int, str]:
+    """Fill in and send the form of the page at `path` whose action is `action`."""
+    (fields,) = [f for a, f in Forms(get(server, path)[2]).forms if a == action]
+    assert set(values) <= set(fields), (values, fields)
+    status, _, body = get(server, f"{action}?{urlencode({**fields, **values})}")
+    return status, body
+
+
+def test_the_forms_lead_to_the_diff_and_compare_pages(server: ViewServer, store: Store) -> None:
+    ids = run_ids(store)
+    status, body = submit(server, "/", "/compare", a="before", b=ids["after"][:-1])
+    assert status == 200 and re.search(r"Fixed in B\s+1: spain", Page(body).visible)
+
+    trial = f"/runs/{ids['before']}/trials/spain/1"
+    status, body = submit(server, trial, "/diff", b="after")
+    assert status == 200
+    assert "Berlin" in Page(body).visible and "Madrid" in Page(body).visible
+
+    status, body = submit(
+        server, f"/runs/{ids['before']}/trials", f"/runs/{ids['before']}/trials", verdict="fail"
+    )
+    assert status == 200 and "2 trials match" in Page(body).visible
 
 
 def test_diff_and_compare_pages(server: ViewServer, store: Store) -> None:

@@ -10,7 +10,7 @@ text is escaped; the pages have no script.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from urllib.parse import quote, urlencode
 
@@ -30,7 +30,8 @@ REFRESH_S = 5
 """Pages of a run still going reload themselves this often (seconds)."""
 
 EXTRA_CSS = """\
-pre.terminal{background:#fff;color:#1f2328;border-color:var(--line);max-height:none}
+pre.terminal{background:#fff;color:#1f2328;border-color:var(--line);max-height:none;
+white-space:pre;overflow-x:auto}
 form.filters{margin:.4rem 0 .8rem;display:flex;gap:.6rem;flex-wrap:wrap;align-items:end}
 td.nowrap{white-space:nowrap}
 form.filters label{display:flex;flex-direction:column;font-size:.85rem;color:var(--muted)}
@@ -109,8 +110,12 @@ def runs_page(runs: list[RunSummary], store_url: str) -> str:
     ]
     body = [
         f'<p class="muted">The latest {len(runs)} runs in <code>{text(store_url)}</code>, '
-        "newest first. Compare two runs of a suite at <code>/compare?a=RUN&amp;b=RUN</code>."
-        "</p>",
+        "newest first.</p>",
+        _form(
+            "/compare",
+            [("a", "Run A", "id, id prefix or name", ""), ("b", "Run B", "against A", "")],
+            "Compare",
+        ),
         '<div class="scroll"><table class="runs">',
         "<thead><tr>" + "".join(f'<th scope="col">{h}</th>' for h in header) + "</tr></thead>",
         "<tbody>",
@@ -182,7 +187,13 @@ def trial_page(store: Store, run_id: str, task_id: str, index: int) -> str:
         else f'<a href="{trial_url(run_id, task_id, i)}">#{i}</a>'
         for i in others
     )
-    body = [f'<p class="muted">Trials of this task: {siblings}</p>', terminal]
+    diff = _form(
+        "/diff",
+        [("b", "Diff against run", "id, id prefix or name", "")],
+        "Diff",
+        hidden=[("task", task_id), ("a", run_id), ("trial", str(index))],
+    )
+    body = [f'<p class="muted">Trials of this task: {siblings}</p>', diff, terminal]
     nav = [HOME, (f"Run {run_id}", run_url(run_id)), ("All trials", trials_url(run_id))]
     return page(f"trialkit · {task_id} #{index} · run {run_id}", body, nav)
 
@@ -247,6 +258,28 @@ def _why(line: queries.TrialLine) -> str:
         return ""
     reason = f"{line.check}: {line.rationale}" if line.rationale else line.check
     return reason
+
+
+def _form(
+    action: str,
+    fields: list[tuple[str, str, str, str]],
+    button: str,
+    *,
+    hidden: Sequence[tuple[str, str]] = (),
+) -> str:
+    """A GET form: text `fields` as (name, label, placeholder, value), then `hidden` ones."""
+    inputs = "".join(
+        f'<label>{text(label)}<input name="{name}" value="{text(value)}" '
+        f'placeholder="{text(placeholder)}"></label>'
+        for name, label, placeholder, value in fields
+    )
+    kept = "".join(
+        f'<input type="hidden" name="{name}" value="{text(value)}">' for name, value in hidden
+    )
+    return (
+        f'<form class="filters" method="get" action="{action}">{inputs}{kept}'
+        f'<button type="submit">{text(button)}</button></form>'
+    )
 
 
 def _filters(run_id: str, verdict: str | None, task: str | None) -> str:
