@@ -375,16 +375,24 @@ def _exit(code: int) -> str:
 
 
 def _lost_trial(pending: _Pending, run_id: str, why: str) -> Trial:
-    """An error trial for a trial whose worker could not give its result back."""
     message = f"the worker process running this trial {why}"
+    return lost_trial(
+        pending.item, pending.index, run_id, message, pending.started_at, pending.started
+    )
+
+
+def lost_trial(
+    item: PlannedTask, index: int, run_id: str, message: str, started_at: datetime, started: float
+) -> Trial:
+    """An error trial for a trial whose worker (or Ray actor) could not give its result back."""
     return Trial(
         run_id=run_id,
-        task_id=pending.item.task.id,
-        index=pending.index,
+        task_id=item.task.id,
+        index=index,
         status=TrialStatus.ERROR,
         verdict=Verdict.ERROR,
-        expect=pending.item.task.expect,
+        expect=item.task.expect,
         error=ErrorInfo(type="WorkerDied", message=message, phase="worker"),
-        started_at=pending.started_at,
-        duration_s=time.perf_counter() - pending.started,
+        started_at=started_at,
+        duration_s=time.perf_counter() - started,
     )

@@ -30,12 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from trialkit._record import ErrorInfo
-from trialkit.executors.processes import WorkerError, hand_back, worker_setup
-from trialkit.score import Verdict
+from trialkit.executors.processes import WorkerError, hand_back, lost_trial, worker_setup
 from trialkit.task import Suite
 from trialkit.transcript import ModelCall
-from trialkit.trial import Trial, TrialStatus
+from trialkit.trial import Trial
 
 if TYPE_CHECKING:
     from trialkit.run_trial import PlannedTask
@@ -98,9 +96,8 @@ class TrialActor:
 
 
 class _Actor:
-    def __init__(self, handle: Any, number: int) -> None:
+    def __init__(self, handle: Any) -> None:
         self.handle = handle
-        self.number = number
         self.in_flight = 0
         self.ready = False
         """It has loaded the suite: trials may go to it."""
@@ -149,7 +146,7 @@ class RayPool:
             num_cpus=1,
             name=f"trialkit-{self.run_id}-{self.started}",
         ).remote(self.setup)
-        actor = _Actor(handle, self.started)
+        actor = _Actor(handle)
         self.actors.append(actor)
         return actor
 
@@ -290,17 +287,5 @@ def _cause(exc: BaseException) -> str:
 def _lost_trial(
     item: PlannedTask, index: int, run_id: str, why: str, started_at: datetime, started: float
 ) -> Trial:
-    """An error trial for a trial whose actor could not give its result back."""
-    return Trial(
-        run_id=run_id,
-        task_id=item.task.id,
-        index=index,
-        status=TrialStatus.ERROR,
-        verdict=Verdict.ERROR,
-        expect=item.task.expect,
-        error=ErrorInfo(
-            type="WorkerDied", message=f"the Ray actor running this trial {why}", phase="worker"
-        ),
-        started_at=started_at,
-        duration_s=time.perf_counter() - started,
-    )
+    message = f"the Ray actor running this trial {why}"
+    return lost_trial(item, index, run_id, message, started_at, started)

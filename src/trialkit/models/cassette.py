@@ -379,7 +379,6 @@ class Cassette:
                     for pending in batch:
                         pending.done = True
         if mine.error is not None:  # the write that carried this entry failed in another thread
-            path = self.path_for(model_id, key)
             raise CassetteError(f"{path}: recording failed: {mine.error}") from mine.error
 
     def _write_batch(

@@ -150,7 +150,8 @@ def verdict_class(verdict: Verdict) -> str:
     return f"verdict-{f.WORDS[verdict]}"
 
 
-def _verdict(verdict: Verdict) -> str:
+def verdict_badge(verdict: Verdict) -> str:
+    """The verdict as its symbol and word, in its colour."""
     word = f.WORDS[verdict]
     return f'<span class="verdict {verdict_class(verdict)}">{SYMBOLS[verdict]} {word}</span>'
 
@@ -256,7 +257,7 @@ def _task_table(report: Report) -> list[str]:
         name = f'<span class="task-id">{text(task.id)}</span>'
         if task.id in anchors:
             name = f'<a href="#{anchors[task.id]}">{name}</a>'
-        cells = [name, text(f.kind_label(task)), _verdict(task.verdict)]
+        cells = [name, text(f.kind_label(task)), verdict_badge(task.verdict)]
         numbers = [f.trials_passed(task)]
         if k is not None:
             numbers += [f.percent(task.pass_at_k.get(k)), f.percent(task.pass_hat_k.get(k))]
@@ -284,7 +285,7 @@ def _task_details(task: TaskReport, anchor: str, run_id: str, links: Links | Non
     is_open = " open" if task.verdict is not Verdict.PASS else ""
     lines = [
         f'<details class="task {verdict_class(task.verdict)}" id="{anchor}"{is_open}>',
-        f'<summary>{_verdict(task.verdict)} <span class="task-id">{text(task.id)}</span> '
+        f'<summary>{verdict_badge(task.verdict)} <span class="task-id">{text(task.id)}</span> '
         f'<span class="muted">— {f.trials_passed(task)} trials passed</span></summary>',
     ]
     groups = f.group_trials(f.non_passing_trials(task))
@@ -312,7 +313,7 @@ def _trial_group(group: list[TrialResult], label: str) -> list[str]:
     result = group[0]
     head = [
         f'<strong class="trial-label">{label}</strong>',
-        _verdict(result.verdict),
+        verdict_badge(result.verdict),
         text(f.group_seconds(group)),
     ]
     notes = f.trial_notes(result)
@@ -341,7 +342,7 @@ def _trial_group(group: list[TrialResult], label: str) -> list[str]:
 
 def _error_item(error: ErrorInfo) -> str:
     item = (
-        f'<li class="check {verdict_class(Verdict.ERROR)}">{_verdict(Verdict.ERROR)}: '
+        f'<li class="check {verdict_class(Verdict.ERROR)}">{verdict_badge(Verdict.ERROR)}: '
         f'<span class="reason">{text(f.error_text(error))}</span>'
     )
     if error.traceback:
@@ -355,7 +356,7 @@ def _error_item(error: ErrorInfo) -> str:
 def _check_item(
     name: str, verdict: Verdict, reason: str | None, assertions: list[Assertion]
 ) -> str:
-    item = f'<li class="check {verdict_class(verdict)}">{_verdict(verdict)} '
+    item = f'<li class="check {verdict_class(verdict)}">{verdict_badge(verdict)} '
     item += f"<code>{text(name)}</code>"
     if reason:
         item += f': <span class="reason">{text(reason)}</span>'

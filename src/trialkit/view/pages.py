@@ -18,7 +18,15 @@ from rich.console import Console
 from rich.terminal_theme import DEFAULT_TERMINAL_THEME
 
 from trialkit.reports import _format as f
-from trialkit.reports.html import Links, document, nav_line, render_html, text, verdict_class
+from trialkit.reports.html import (
+    Links,
+    document,
+    nav_line,
+    render_html,
+    text,
+    verdict_badge,
+    verdict_class,
+)
 from trialkit.score import Verdict
 from trialkit.store import Store, queries
 from trialkit.store.store import RunSummary
@@ -145,8 +153,7 @@ def trials_page(store: Store, run_id: str, *, verdict: str | None, task: str | N
         f'<tr class="{verdict_class(line.verdict)}">'
         f'<td class="nowrap"><a href="{trial_url(run_id, line.task_id, line.index)}">'
         f'<span class="task-id">{text(line.task_id)}</span> #{line.index}</a></td>'
-        f'<td><span class="verdict {verdict_class(line.verdict)}">'
-        f"{text(f.WORDS[line.verdict])}</span></td>"
+        f"<td>{verdict_badge(line.verdict)}</td>"
         f"<td>{text(line.status.value)}</td>"
         f'<td class="num">{f.seconds(line.duration_s)}</td>'
         f'<td class="num">{line.input_tokens + line.output_tokens:,}</td>'
