@@ -245,6 +245,7 @@ def _csv_text(labels: Iterable[Label]) -> str:
 
 def _write_atomic(target: Path, text: str) -> None:
     """A temp file in the same folder, fsynced, then `os.replace`d over the target."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:

@@ -71,8 +71,9 @@ def invoke(store_url: str, *args: str) -> tuple[int, str, str]:
 
 
 def rows(out: str) -> list[list[str]]:
-    """The table rows of `transcripts list`, split on runs of two spaces or more."""
-    lines = out.splitlines()[3:]
+    """The table rows of `transcripts list` (under the run line and the header), split on
+    runs of two spaces or more."""
+    lines = out.splitlines()[2:]
     return [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines if line]
 
 
@@ -174,6 +175,7 @@ def test_list_reads_no_transcript_outcome_or_scores_json(store_url: str) -> None
 
 def test_list_an_empty_store(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/empty.db"
+    Store(url).close()
     assert invoke(url, "list")[:2] == (0, "no runs yet: `trialkit run TARGET` makes one\n")
     assert invoke(url, "list", "--json")[:2] == (0, "[]\n")
 

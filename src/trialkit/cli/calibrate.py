@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -18,6 +17,7 @@ from trialkit.cli._common import (
     open_store,
     resolve_label_runs,
     store_option,
+    write_output,
 )
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def calibrate_command(
         fail(str(exc))
     click.echo(calibration.to_text(), nl=False)
     if json_path is not None:
-        _write(json_path, calibration.to_json())
+        write_output(json_path, calibration.to_json(), "the calibration")
     reasons = calibration.gate(min_kappa=min_kappa, max_mae=max_mae)
     for reason in reasons:
         click.echo(f"gate failed: {reason}", err=True)
@@ -143,13 +143,3 @@ def _labeled_trials(store: Store, labels: list[Label], run_id: str | None) -> li
         except TrialNotFound:
             continue
     return trials
-
-
-def _write(path: str, text: str) -> None:
-    target = Path(path)
-    try:
-        if target.parent != Path():
-            target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        fail(f"{path}: cannot write the calibration: {exc.strerror}")

@@ -12,13 +12,13 @@ import click
 
 from trialkit.cli._common import (
     EXIT_INTERRUPTED,
-    EXIT_USAGE,
     debug_option,
     fail,
     handle_errors,
     open_store,
     stdout_console,
     store_option,
+    write_output,
 )
 from trialkit.cli._matrix import parse_models, run_matrix
 
@@ -284,7 +284,7 @@ def run_command(
     progress: Progress | None = None
     if not (no_progress or quiet):
         progress = progress_for(err_console)
-    store = open_store(store_url)
+    store = open_store(store_url, create=True)
     options: dict[str, Any] = {
         "store": store,
         "trials": trial_count,
@@ -422,15 +422,8 @@ def _stderr_console() -> Any:
 
 
 def _write(path: str | None, text: str) -> None:
-    if path is None:
-        return
-    target = Path(path)
-    try:
-        if target.parent != Path():
-            target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        fail(f"{path}: cannot write the report: {exc.strerror}", EXIT_USAGE)
+    if path is not None:
+        write_output(path, text, "the report")
 
 
 def _print_verdict(report: Any, gate: Any, *, quiet: bool) -> None:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import URL, Connection, Engine, create_engine, event
 from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
 from trialkit.store.errors import StoreError
-from trialkit.store.urls import is_sqlite_memory, mask_url, parse_url, prepare_sqlite_folder
+from trialkit.store.urls import (
+    STORE_ENV_VAR,
+    is_sqlite_memory,
+    mask_url,
+    parse_url,
+    prepare_sqlite_folder,
+    sqlite_file,
+)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 """How long a SQLite connection waits for another writer before giving up."""
@@ -17,13 +24,19 @@ WRITE_OPTION = "trialkit_write"
 """Execution option marking a connection that will write (SQLite then begins IMMEDIATE)."""
 
 
-def create_store_engine(url: str) -> Engine:
-    """An engine for `url`; connecting is left to the caller (errors surface there)."""
+def create_store_engine(url: str, *, create: bool = True) -> Engine:
+    """An engine for `url`; connecting is left to the caller (errors surface there).
+
+    Without `create`, a SQLite file must exist already: the engine would otherwise make it.
+    """
     parsed = parse_url(url)
     kwargs: dict[str, Any] = {}
     sqlite = parsed.get_backend_name() == "sqlite"
     if sqlite:
-        prepare_sqlite_folder(url)
+        if create:
+            prepare_sqlite_folder(url)
+        else:
+            _require_sqlite_file(parsed)
         if is_sqlite_memory(parsed):
             # One shared connection, or every pooled connection would see its own empty database.
             kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
@@ -42,6 +55,16 @@ def create_store_engine(url: str) -> Engine:
         event.listen(engine, "connect", _configure_sqlite)
         event.listen(engine, "begin", _begin_sqlite)
     return engine
+
+
+def _require_sqlite_file(url: URL) -> None:
+    path = sqlite_file(url)
+    if path is None or (path.is_file() and path.stat().st_size > 0):
+        return
+    raise StoreError(
+        f"no store at {path}: nothing was run with it yet (`trialkit run` makes it; --store or "
+        f"{STORE_ENV_VAR} names another)"
+    )
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:

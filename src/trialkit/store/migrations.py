@@ -322,14 +322,25 @@ MIGRATIONS: Sequence[Migration] = (
 """Every migration, in the order they apply. Append only."""
 
 
-def migrate(engine: Engine, *, where: str, migrations: Sequence[Migration] = MIGRATIONS) -> None:
+def migrate(
+    engine: Engine,
+    *,
+    where: str,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    create: bool = True,
+) -> None:
     """Apply the migrations `engine`'s database has not recorded yet.
 
     `where` names the store in messages. Cheap when nothing is pending: one read, no lock.
+    Without `create`, a database that holds no store yet is an error, and is left as it is.
     """
     names = [m.__name__ for m in migrations]
     with engine.connect() as conn:
         applied = _applied(conn)
+    if not applied and not create:
+        raise StoreError(
+            f"no store at {where}: nothing was run with it yet (`trialkit run` makes it)"
+        )
     _check_known(applied, names, where)
     if set(names) <= applied:
         return

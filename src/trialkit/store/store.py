@@ -75,14 +75,15 @@ class Store:
     context manager, or call `close()`.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        """Without `create` the store must exist: read-only commands make no file or folder."""
         self.url = mask_url(url)
         """The store's URL, with any password hidden."""
         self._closed = False
-        self._engine: Engine = create_store_engine(url)
+        self._engine: Engine = create_store_engine(url, create=create)
         self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
         try:
-            migrate(self._engine, where=self.url)
+            migrate(self._engine, where=self.url, create=create)
         except StoreError:
             self._engine.dispose()
             raise

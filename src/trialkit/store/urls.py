@@ -19,15 +19,16 @@ STORE_ENV_VAR = "TRIALKIT_STORE"
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@/]*@")
 
 
-def resolve_store_url(value: str | None = None) -> str:
+def resolve_store_url(value: str | None = None, *, create: bool = True) -> str:
     """The store URL to use: `value`, else `$TRIALKIT_STORE`, else SQLite at `DEFAULT_STORE_PATH`.
 
-    A value without `://` is the path of a SQLite file. The folder of a SQLite file is created
-    when it does not exist yet.
+    A value without `://` is the path of a SQLite file. With `create`, the folder of a SQLite
+    file is created when it does not exist yet; without, nothing is touched.
     """
     raw = value or os.environ.get(STORE_ENV_VAR) or DEFAULT_STORE_PATH
     url = raw if "://" in raw else sqlite_url(raw)
-    prepare_sqlite_folder(url)
+    if create:
+        prepare_sqlite_folder(url)
     return url
 
 
