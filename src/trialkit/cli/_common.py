@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -114,10 +115,12 @@ def stdout_console() -> Console:
     return console
 
 
-def open_store(url: str | None) -> Any:
+def open_store(url: str | None, *, create: bool = False) -> Any:
+    """The store the command works on. Only `trialkit run` creates one (`create`): every other
+    command reads runs, so a missing store is an error, and no file or folder is made."""
     from trialkit.store import Store, resolve_store_url
 
-    return Store(resolve_store_url(url))
+    return Store(resolve_store_url(url, create=create), create=create)
 
 
 def resolve_label_runs(
@@ -150,6 +153,16 @@ def resolve_label_runs(
     return chosen
 
 
+def write_output(path: str, text: str, what: str = "the output") -> None:
+    """Write `text` to the file `path`, making its folder first; a failure is one line."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"{path}: cannot write {what}: {exc.strerror or exc}")
+
+
 def show(
     output: str | None,
     *,
@@ -163,10 +176,11 @@ def show(
         if output is None:
             draw(stdout_console())
             return
-        with Path(output).open("w", encoding="utf-8") as fh:
-            draw(Console(file=fh, width=width, color_system=None))
+        buffer = io.StringIO()
+        draw(Console(file=buffer, width=width, color_system=None))
+        write_output(output, buffer.getvalue())
         return
     if output is None:
         click.echo(text, nl=not text.endswith("\n"))
     else:
-        Path(output).write_text(text, encoding="utf-8")
+        write_output(output, text)
