@@ -1,5 +1,7 @@
 """The public API is a promise: changing these lists is a deliberate, reviewed act."""
 
+from types import ModuleType
+
 import trialkit
 import trialkit.graders
 import trialkit.harness
@@ -181,3 +183,48 @@ def test_models_exports() -> None:
     ]
     for name in trialkit.models.__all__:
         assert hasattr(trialkit.models, name)
+
+
+def _type_checking_origins(module: ModuleType) -> dict[str, str]:
+    """Where the imports under `if TYPE_CHECKING:` of `module` take each name from."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(module))
+    blocks = [
+        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    ]
+    origins: dict[str, str] = {}
+    for node in blocks[0].body:
+        if isinstance(node, ast.ImportFrom):
+            origins.update({a.asname or a.name: node.module or "" for a in node.names})
+        elif isinstance(node, ast.Import):
+            origins.update({a.asname or a.name: a.name for a in node.names})
+    return origins
+
+
+def test_lazy_exports_match_what_type_checkers_see() -> None:
+    import importlib
+
+    import trialkit.loaders
+    import trialkit.reports
+
+    for module in (trialkit, trialkit.loaders, trialkit.reports):
+        origins = module._ORIGINS
+        assert origins == _type_checking_origins(module), module.__name__
+        assert sorted(origins) == sorted(set(module.__all__) - {"__version__"})
+        for name, origin in origins.items():
+            source = importlib.import_module(origin)
+            expected = source if origin == f"{module.__name__}.{name}" else getattr(source, name)
+            assert getattr(module, name) is expected, f"{module.__name__}.{name}"
+
+
+def test_importing_trialkit_imports_none_of_it() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, trialkit; print(sorted(m for m in sys.modules if m.startswith('trialkit.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['trialkit._lazy', 'trialkit._version']"

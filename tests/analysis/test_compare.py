@@ -4,6 +4,7 @@ the comparison of stored runs (pairing, exclusions, models, what is read)."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,12 @@ import pytest
 import scipy.stats  # type: ignore[import-untyped]
 from sqlalchemy import event
 
-from trialkit.analysis._significance import mcnemar_exact, paired_bootstrap, pooled_difference
+from trialkit.analysis._significance import (
+    fewest_changed,
+    mcnemar_exact,
+    paired_bootstrap,
+    pooled_difference,
+)
 from trialkit.analysis.compare import (
     CompareError,
     Comparison,
@@ -42,7 +48,19 @@ def tasks(n: int, letters: str, *, prefix: str = "t") -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("new_failures", "fixes"),
-    [(6, 0), (0, 6), (8, 1), (3, 3), (1, 0), (10, 4), (25, 11), (7, 8)],
+    [
+        (6, 0),
+        (0, 6),
+        (8, 1),
+        (3, 3),
+        (1, 0),
+        (10, 4),
+        (25, 11),
+        (7, 8),
+        (500, 520),
+        (1, 1000),
+        (3000, 2900),
+    ],
 )
 def test_mcnemar_is_scipys_two_sided_binomial_test(new_failures: int, fixes: int) -> None:
     expected = scipy.stats.binomtest(new_failures, new_failures + fixes, 0.5).pvalue
@@ -60,6 +78,12 @@ def test_mcnemar_on_known_significant_and_null_differences() -> None:
 def test_mcnemar_rejects_negative_counts() -> None:
     with pytest.raises(ValueError, match="must be >= 0"):
         mcnemar_exact(-1, 2)
+
+
+@pytest.mark.parametrize(("confidence", "fewest"), [(0.9, 5), (0.95, 6), (0.99, 8), (0.999, 11)])
+def test_fewest_changed_tasks_mcnemar_can_call_significant(confidence: float, fewest: int) -> None:
+    assert fewest_changed(confidence) == fewest
+    assert mcnemar_exact(fewest, 0) < 1 - confidence <= mcnemar_exact(fewest - 1, 0)
 
 
 # -- the paired bootstrap ----------------------------------------------------------------------
@@ -368,4 +392,108 @@ def test_nothing_decided_in_both_runs_cannot_tell(store: Store) -> None:
     assert (
         pair.conclusion
         == "No task has decided trials in both A and B: there is nothing to compare."
+    )
+
+
+# -- when a difference is significant: the interval and the exact McNemar test agree ----------
+
+
+def test_one_changed_task_is_too_few_to_tell(store: Store) -> None:
+    """The bootstrap over one task is zero wide (−100 to −100); McNemar gives p = 1."""
+    write_run(store, "run-a", {"t": "PPP"})
+    write_run(store, "run-b", {"t": "FFF"}, hours=1)
+
+    pair = compare_runs(store, ["run-a", "run-b"]).pairs[0]
+
+    assert pair.difference_ci == (-1.0, -1.0)
+    assert pair.mcnemar_p_value == 1.0
+    assert pair.outcome == "cannot_tell"
+    assert pair.conclusion == (
+        "B is worse than A on 1 task (1 new failure, 0 fixed); the pass rate drops 100.0 pts "
+        "(95% CI −100.0 to −100.0 pts), but only 1 task changed verdict, too few to tell at "
+        "95% (it takes at least 6)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("failing", "others", "outcome"),
+    [
+        (5, 0, "cannot_tell"),  # every task fails: a zero-wide interval, McNemar p = 0.0625
+        (5, 20, "cannot_tell"),  # the interval is below 0, McNemar p = 0.0625 still
+        (6, 0, "worse"),  # McNemar p = 0.031: both agree
+        (8, 22, "worse"),
+    ],
+)
+def test_few_changed_tasks_need_mcnemar_to_agree(
+    store: Store, failing: int, others: int, outcome: str
+) -> None:
+    write_run(store, "run-a", tasks(failing, "PPP") | tasks(others, "PPP", prefix="u"))
+    write_run(store, "run-b", tasks(failing, "FFF") | tasks(others, "PPP", prefix="u"), hours=1)
+
+    comparison = compare_runs(store, ["run-a", "run-b"])
+
+    pair = comparison.pairs[0]
+    assert pair.difference_ci is not None
+    assert pair.difference_ci[1] < 0
+    assert pair.outcome == outcome
+    assert (comparison.worse == [pair]) is (outcome == "worse")
+
+
+def test_an_interval_below_0_that_mcnemar_does_not_confirm_is_not_significant(
+    store: Store,
+) -> None:
+    """10 tasks lose every pass and 4 gain one: the pass rate drops surely, but 10 new
+    failures against 4 fixes is p = 0.18 on the verdicts."""
+    before = tasks(10, "PPPP") | tasks(4, "PPPF", prefix="f") | tasks(20, "PPPP", prefix="u")
+    after = tasks(10, "FFFF") | tasks(4, "PPPP", prefix="f") | tasks(20, "PPPP", prefix="u")
+    write_run(store, "run-a", before)
+    write_run(store, "run-b", after, hours=1)
+
+    pair = compare_runs(store, ["run-a", "run-b"]).pairs[0]
+
+    assert pair.difference_ci is not None
+    assert pair.difference_ci[1] < 0
+    assert pair.mcnemar_p_value == pytest.approx(scipy.stats.binomtest(10, 14, 0.5).pvalue)
+    assert pair.outcome == "no_difference"
+    assert pair.conclusion.endswith(
+        "but the exact McNemar test on the verdicts does not confirm it (p = 0.18): "
+        "not significant at 95%."
+    )
+
+
+# -- without the `stats` extra -----------------------------------------------------------------
+
+
+def test_without_scipy_the_comparison_is_the_same(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_run(store, "run-a", tasks(30, "PPPP"))
+    write_run(store, "run-b", tasks(30, "PPPP") | tasks(8, "PFFF"), hours=1)
+    with_scipy = compare_runs(store, ["run-a", "run-b"])
+    monkeypatch.setitem(sys.modules, "scipy", None)  # `import scipy` fails as if not installed
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)
+
+    assert compare_runs(store, ["run-a", "run-b"]) == with_scipy
+    assert with_scipy.pairs[0].outcome == "worse"
+
+
+def test_without_numpy_the_interval_names_the_extra(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_run(store, "run-a", tasks(30, "PPPP"))
+    write_run(store, "run-b", tasks(30, "PPPP") | tasks(8, "PFFF"), hours=1)
+    for name in ("numpy", "scipy", "scipy.stats"):
+        monkeypatch.setitem(sys.modules, name, None)
+
+    pair = compare_runs(store, ["run-a", "run-b"]).pairs[0]
+
+    assert (pair.difference_ci, pair.outcome) == (None, "cannot_tell")
+    assert pair.difference_ci_unavailable == (
+        "the paired bootstrap needs numpy: pip install 'trialkit[stats]'"
+    )
+    assert pair.mcnemar_p_value == pytest.approx(2 / 2**8)
+    assert pair.conclusion == (
+        "B is worse than A on 8 tasks (8 new failures, 0 fixed); the pass rate changes by "
+        "−20.0 pts (no interval: the paired bootstrap needs numpy: pip install "
+        "'trialkit[stats]'): significance not decided."
     )

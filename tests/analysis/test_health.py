@@ -4,6 +4,7 @@ and the statistics against scipy."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 import scipy.stats  # type: ignore[import-untyped]
 from sqlalchemy import event
 
-from trialkit.analysis._significance import cochran_q
+from trialkit.analysis._significance import chi2_sf, cochran_q
 from trialkit.analysis.health import (
     HealthError,
     SuiteHealth,
@@ -299,6 +300,24 @@ def test_cochran_q_for_two_models_is_mcnemars_chi_squared() -> None:
     assert q == pytest.approx((9 - 3) ** 2 / (9 + 3))
     assert p == pytest.approx(scipy.stats.chi2.sf(q, 1))
     assert cochran_q([[True, True, True], [False, False, False]]) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("dof", range(1, 13))
+@pytest.mark.parametrize("x", [0.0, 0.01, 0.5, 1.0, 3.84, 9.2, 25.0, 80.0, 400.0])
+def test_chi2_tail_is_scipys(x: float, dof: int) -> None:
+    assert chi2_sf(x, dof) == pytest.approx(scipy.stats.chi2.sf(x, dof), rel=1e-12, abs=1e-300)
+
+
+def test_health_needs_no_scipy(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_run(store, "run-0", {"t": "PP", "u": "PP", "v": "FF"}, model="a")
+    write_run(store, "run-1", {"t": "FF", "u": "PP", "v": "FF"}, model="b", hours=1)
+    write_run(store, "run-2", {"t": "PP", "u": "FF", "v": "PP"}, model="c", hours=2)
+    with_scipy = suite_health(store)
+    for name in ("numpy", "scipy", "scipy.stats"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import` fails as if not installed
+
+    assert suite_health(store) == with_scipy
+    assert with_scipy.discrimination.test == "cochran_q"
 
 
 # -- what is read ------------------------------------------------------------------------------

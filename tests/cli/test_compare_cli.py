@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,48 @@ def test_fail_on_regression_exits_1_only_when_significantly_worse(tmp_path: Path
     assert invoke(url, "bad", "good", "--fail-on-regression")[0] == 0  # better, not worse
 
 
+def regression_store(tmp_path: Path, tasks: int, failing: int) -> str:
+    """`good` passes every task; `bad` fails the first `failing` of them."""
+    url = f"sqlite:///{tmp_path}/few.db"
+    with Store(url) as store:
+        write_run(store, "good", {f"t{i:02d}": "PPP" for i in range(tasks)})
+        after = {f"t{i:02d}": ("FFF" if i < failing else "PPP") for i in range(tasks)}
+        write_run(store, "bad", after, hours=1)
+    return url
+
+
+@pytest.mark.parametrize(("tasks", "failing"), [(1, 1), (3, 3), (5, 5), (40, 5)])
+def test_fail_on_regression_cannot_tell_from_too_few_changed_tasks(
+    tmp_path: Path, tasks: int, failing: int
+) -> None:
+    """The bootstrap's interval lies below 0 (zero wide when every task fails), but fewer than
+    6 tasks changed: the exact McNemar test cannot reach p < 0.05, so no regression is called."""
+    url = regression_store(tmp_path, tasks, failing)
+
+    code, out, err = invoke(url, "good", "bad", "--fail-on-regression")
+
+    tasks_changed = f"only {failing} task{'s' if failing > 1 else ''} changed verdict"
+    why = f"{tasks_changed}, too few to tell at 95% (it takes at least 6)"
+    assert code == 0
+    assert out.rstrip().splitlines()[-1].endswith(f", but {why}.")
+    assert err == f"cannot tell whether run B is worse than run A: {why}\n"
+
+
+@pytest.mark.parametrize(("tasks", "failing"), [(6, 6), (200, 30)])
+def test_fail_on_regression_exits_1_when_both_tests_agree(
+    tmp_path: Path, tasks: int, failing: int
+) -> None:
+    url = regression_store(tmp_path, tasks, failing)
+
+    code, out, err = invoke(url, "good", "bad", "--fail-on-regression", "--format", "json")
+
+    pair = json.loads(out)["pairs"][0]
+    assert (pair["outcome"], pair["mcnemar_p_value"]) == ("worse", 2 / 2**failing)
+    assert pair["difference_ci"][1] < 0
+    assert code == 1
+    assert err == "regression: run B is significantly worse than run A\n"
+
+
 def test_different_suites_are_refused_unless_allowed(store_url: str) -> None:
     code, out, err = invoke(store_url, "base", "same")
 
@@ -170,19 +213,41 @@ def test_a_bad_confidence_is_a_usage_error(store_url: str) -> None:
     assert "--confidence" in err
 
 
-def test_missing_stats_extra_names_the_install(
+def without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """`import MODULE` fails from now on, as if it were not installed."""
+    for name in modules:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_without_scipy_compare_says_the_same(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def missing(what: str) -> None:
-        raise ImportError(f"{what} needs scipy and numpy: pip install 'trialkit[stats]'")
+    with_scipy = invoke(store_url, "base", "cand", "--format", "md")
+    without(monkeypatch, "scipy", "scipy.stats")
 
-    monkeypatch.setattr("trialkit.analysis._significance.require_stats", missing)
+    assert invoke(store_url, "base", "cand", "--format", "md") == with_scipy
 
-    code, out, err = invoke(store_url, "base", "cand")
+
+def test_without_numpy_the_interval_names_the_extra(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without(monkeypatch, "numpy", "scipy", "scipy.stats")
+
+    code, out, err = invoke(store_url, "base", "cand", "--format", "md")
+
+    assert (code, err) == (0, "")
+    assert (
+        "| Difference B − A | −50.0 pts (no interval: the paired bootstrap needs numpy: "
+        "pip install 'trialkit\\[stats\\]') |"  # Markdown escapes the brackets
+    ) in out
+    assert "| Exact McNemar test (task verdicts) | p = 0.5 " in out
+
+    code, out, err = invoke(store_url, "base", "cand", "--fail-on-regression")
 
     assert (code, out) == (2, "")
-    assert (
-        err == "error: the paired bootstrap needs scipy and numpy: pip install 'trialkit[stats]'\n"
+    assert err == (
+        "error: --fail-on-regression needs the interval of the difference, and the paired "
+        "bootstrap needs numpy: pip install 'trialkit[stats]'\n"
     )
 
 

@@ -259,6 +259,22 @@ def test_diff_and_compare_pages(server: ViewServer, store: Store) -> None:
     assert get(server, "/compare?a=before")[0] == 400
 
 
+@pytest.mark.parametrize("missing", [("scipy", "scipy.stats"), ("numpy", "scipy", "scipy.stats")])
+def test_the_compare_page_needs_no_extra(
+    server: ViewServer, monkeypatch: pytest.MonkeyPatch, missing: tuple[str, ...]
+) -> None:
+    for name in missing:
+        monkeypatch.setitem(sys.modules, name, None)  # `import` fails as if not installed
+
+    status, _, body = get(server, "/compare?a=before&b=after")
+
+    assert status == 200, body[-500:]
+    text = " ".join(Page(body).visible.split())  # the terminal rendering wraps long lines
+    assert "Exact McNemar test (task verdicts) p = 1 " in text, text[-2000:]
+    hint = "no interval: the paired bootstrap needs numpy: pip install 'trialkit[stats]'"
+    assert (hint in text) is ("numpy" in missing)
+
+
 # --- the JSON API ---------------------------------------------------------------------------
 
 

@@ -16,6 +16,16 @@ def require_stats(what: str) -> None:
         raise ImportError(f"{what} needs scipy and numpy: {INSTALL_HINT} ({exc})") from None
 
 
+def missing_numpy(what: str) -> str | None:
+    """The line that says `what` needs numpy (which the `stats` extra installs) when numpy
+    cannot be imported; `None` when it can."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return f"{what} needs numpy: {INSTALL_HINT}"
+    return None
+
+
 def scipy_stats() -> Any:
     """`scipy.stats`, which ships without type hints (check `require_stats` first)."""
     import scipy.stats

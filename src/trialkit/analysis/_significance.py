@@ -2,20 +2,23 @@
 
 - `mcnemar_exact`: two runs' verdicts on the same tasks. Among the tasks that changed, n new
   failures and m fixes; with no difference each is a fair coin, so p is the two-sided binomial
-  test of n in n + m at 1/2 (`scipy.stats.binomtest`).
+  test of n in n + m at 1/2 (what `scipy.stats.binomtest` gives), summed in integers.
 - `paired_bootstrap`: an interval for the difference of two pooled pass rates over the same
   tasks, resampling tasks with replacement, the same draw for both runs.
 - `cochran_q`: k >= 2 models' verdicts on the same tasks; Q is chi-squared with k − 1 degrees
-  of freedom when no model is better (for k = 2 it is McNemar's chi-squared).
+  of freedom when no model is better (for k = 2 it is McNemar's chi-squared); the tail of
+  chi-squared with whole degrees of freedom has a closed form.
 
-numpy and scipy (the `stats` extra) are imported only when a test runs.
+Only the bootstrap needs numpy (the `stats` extra), imported when it runs; the tests need
+nothing beyond the standard library, so `compare` and `health` work without the extra.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from trialkit.analysis._deps import require_stats, scipy_stats
+from trialkit.analysis._deps import missing_numpy
 
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 10_000
@@ -32,10 +35,23 @@ def mcnemar_exact(new_failures: int, fixes: int) -> float:
     if new_failures < 0 or fixes < 0:
         raise ValueError(f"counts must be >= 0, got {new_failures} and {fixes}")
     changed = new_failures + fixes
-    if changed == 0:
-        return 1.0
-    require_stats("the exact McNemar test")
-    return float(scipy_stats().binomtest(new_failures, changed, 0.5).pvalue)
+    # At 1/2 the binomial is symmetric: p is twice the tail of the rarer side, at most 1.
+    # Python divides integers correctly rounded, however large they grow.
+    tail, term = 0, 1
+    for i in range(min(new_failures, fixes) + 1):
+        tail += term
+        term = term * (changed - i) // (i + 1)
+    return min(1.0, 2 * tail / (1 << changed))
+
+
+def fewest_changed(confidence: float) -> int:
+    """The fewest tasks that must change verdict before the exact McNemar test can reach
+    p < 1 − `confidence` (all of them one way, p = 2/2^d): 6 at 95%, 8 at 99%."""
+    check_confidence(confidence)
+    changed = 1
+    while mcnemar_exact(changed, 0) >= 1 - confidence:
+        changed += 1
+    return changed
 
 
 def pooled_difference(
@@ -67,7 +83,9 @@ def paired_bootstrap(
     _check_bootstrap(baseline, candidate, confidence, resamples)
     if not baseline:
         return None
-    require_stats("the paired bootstrap")
+    missing = missing_numpy("the paired bootstrap")
+    if missing is not None:
+        raise ImportError(missing)
     import numpy as np
 
     passed_a, decided_a = np.array(baseline, dtype=np.int64).T
@@ -130,5 +148,27 @@ def cochran_q(rows: Sequence[Sequence[bool]]) -> tuple[float, float]:
     if denominator == 0:
         return 0.0, 1.0
     q = (k - 1) * (k * sum(c * c for c in columns) - n * n) / denominator
-    require_stats("Cochran's Q test")
-    return q, float(scipy_stats().chi2.sf(q, k - 1))
+    return q, chi2_sf(q, k - 1)
+
+
+def chi2_sf(x: float, dof: int) -> float:
+    """P(X > x) for X chi-squared with `dof` >= 1 whole degrees of freedom.
+
+    With h = x/2: for even dof, e^−h · Σ h^i/i! over i < dof/2 (a Poisson tail); for odd dof,
+    erfc(√h) + e^−h · Σ h^(i−½)/Γ(i+½) over 1 <= i <= (dof−1)/2. Each term is the one before
+    times h/i (even) or h/(i+½) (odd).
+    """
+    if dof < 1:
+        raise ValueError(f"dof={dof} must be >= 1")
+    if x <= 0:
+        return 1.0
+    h = x / 2
+    if dof % 2 == 0:
+        terms = [1.0]
+        for i in range(1, dof // 2):
+            terms.append(terms[-1] * h / i)
+        return min(1.0, math.exp(-h) * math.fsum(terms))
+    terms = [math.sqrt(h) / math.gamma(1.5)] if dof > 1 else []
+    for i in range(2, (dof + 1) // 2):
+        terms.append(terms[-1] * h / (i - 0.5))
+    return min(1.0, math.erfc(math.sqrt(h)) + math.exp(-h) * math.fsum(terms))

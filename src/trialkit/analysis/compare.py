@@ -17,8 +17,21 @@ For each later run, over the tasks both runs planned:
   as likely to go either way, so p is the two-sided binomial test of n in n + m at 1/2. A task
   whose verdict is error (or unknown) in either run is reported apart and not tested.
 
-A run is significantly worse when the interval of the difference lies wholly below 0. The
-McNemar p-value is reported beside it: the same question asked of the verdicts alone.
+A run is significantly worse (better) at a confidence c (95%: α = 5%) only when both agree:
+
+1. the interval of the difference lies wholly below (above) 0, and
+2. the exact McNemar test gives p < α, with more new failures than fixes (more fixes).
+
+The bootstrap alone is not trusted: over a handful of tasks it degenerates (one task that went
+from pass to fail gives an interval of −100 to −100 pts, zero wide). McNemar's test is exact for
+any number of tasks, so requiring it keeps the chance of a false "significant" within α. With d
+tasks changed the smallest p it can give is 2/2^d: at 95% it takes at least 6 changed tasks
+(`fewest_changed`). When the interval excludes 0 but fewer tasks than that changed verdict, the
+outcome is `cannot_tell`: too few tasks to tell. When the interval excludes 0 and enough tasks
+changed but McNemar's p is not below α, the difference is not significant.
+
+Only the bootstrap needs numpy (the `stats` extra). Without it the interval is left out with
+the line to install it (`difference_ci_unavailable`) and the outcome is `cannot_tell`.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import AwareDatetime
 
 from trialkit._record import Record
+from trialkit.analysis._deps import missing_numpy
 from trialkit.analysis._history import run_models
 from trialkit.analysis._significance import (
     DEFAULT_CONFIDENCE,
@@ -36,6 +50,7 @@ from trialkit.analysis._significance import (
     DEFAULT_SEED,
     check_confidence,
     confidence_text,
+    fewest_changed,
     mcnemar_exact,
     paired_bootstrap,
     pooled_difference,
@@ -157,12 +172,16 @@ class PairedComparison(Record):
     """Candidate's pass rate minus the baseline's, on `rate_tasks`."""
     difference_ci: tuple[float, float] | None
     """Paired percentile bootstrap interval of `difference` over tasks, at `confidence`."""
+    difference_ci_unavailable: str | None = None
+    """Why `difference_ci` is `null` though `difference` is not: the line to install numpy."""
     confidence: float
     resamples: int
     seed: int
     outcome: Outcome
-    """`worse` or `better` when the interval excludes 0, `no_difference` when it holds 0,
-    `cannot_tell` when no task has decided trials in both runs."""
+    """`worse` or `better` when the interval excludes 0 and the exact McNemar test agrees at
+    `confidence`; `cannot_tell` when no task has decided trials in both runs, when there is no
+    interval (numpy missing), or when the interval excludes 0 but too few tasks changed verdict
+    for the test to confirm it; otherwise `no_difference` (not significant)."""
     conclusion: str
     """The outcome in one plain sentence."""
     mean_score_delta: float | None = None
@@ -386,9 +405,14 @@ def _paired(
     rated = [(ta, tb) for ta, tb in paired if ta.decided and tb.decided]
     counts_a = [(ta.passed, ta.decided) for ta, _ in rated]
     counts_b = [(tb.passed, tb.decided) for _, tb in rated]
-    ci = paired_bootstrap(counts_a, counts_b, confidence=confidence, resamples=resamples, seed=seed)
-    outcome = _outcome(ci)
+    unavailable = missing_numpy("the paired bootstrap") if rated else None
+    ci = None
+    if unavailable is None:
+        ci = paired_bootstrap(
+            counts_a, counts_b, confidence=confidence, resamples=resamples, seed=seed
+        )
     difference = pooled_difference(counts_a, counts_b)
+    p_value = mcnemar_exact(len(new_failures), len(fixed)) if decided else None
     sa, sb = a.summary, b.summary
     pair = PairedComparison(
         baseline=label_a,
@@ -401,16 +425,17 @@ def _paired(
         error_tasks=having("error"),
         unknown_tasks=having("unknown"),
         decided_tasks=decided,
-        mcnemar_p_value=mcnemar_exact(len(new_failures), len(fixed)) if decided else None,
+        mcnemar_p_value=p_value,
         rate_tasks=len(rated),
         pass_rate_baseline=_pooled(counts_a),
         pass_rate_candidate=_pooled(counts_b),
         difference=difference,
         difference_ci=ci,
+        difference_ci_unavailable=unavailable,
         confidence=confidence,
         resamples=resamples,
         seed=seed,
-        outcome=outcome,
+        outcome=_outcome(ci, p_value, len(new_failures), len(fixed), confidence),
         conclusion="",
         mean_score_delta=_delta(sa.mean_score, sb.mean_score),
         cost_per_trial_delta=_delta(
@@ -426,20 +451,48 @@ def _pooled(counts: Sequence[tuple[int, int]]) -> float | None:
     return sum(p for p, _ in counts) / decided if decided else None
 
 
-def _outcome(ci: tuple[float, float] | None) -> Outcome:
+def _outcome(
+    ci: tuple[float, float] | None,
+    p_value: float | None,
+    new_failures: int,
+    fixes: int,
+    confidence: float,
+) -> Outcome:
+    """The rule of the module's docstring: the interval and the exact McNemar test agree."""
     if ci is None:
         return "cannot_tell"
     if ci[1] < 0:
-        return "worse"
-    if ci[0] > 0:
-        return "better"
-    return "no_difference"
+        direction: Outcome = "worse"
+    elif ci[0] > 0:
+        direction = "better"
+    else:
+        return "no_difference"
+    if new_failures + fixes < fewest_changed(confidence):
+        return "cannot_tell"
+    one_way = new_failures > fixes if direction == "worse" else fixes > new_failures
+    confirmed = p_value is not None and p_value < 1 - confidence and one_way
+    return direction if confirmed else "no_difference"
+
+
+def cannot_tell_why(pair: PairedComparison) -> str:
+    """Why the pair's outcome is `cannot_tell`, in a few words; empty for other outcomes."""
+    if pair.outcome != "cannot_tell":
+        return ""
+    if pair.difference is None:
+        return "no task has decided trials in both runs"
+    if pair.difference_ci_unavailable is not None:
+        return pair.difference_ci_unavailable
+    changed = len(pair.new_failures) + len(pair.fixed)
+    return (
+        f"only {_plural(changed, 'task')} changed verdict, too few to tell at "
+        f"{confidence_text(pair.confidence)} (it takes at least {fewest_changed(pair.confidence)})"
+    )
 
 
 def conclusion(pair: PairedComparison) -> str:
     """The pair's outcome in one sentence: the tasks that changed, then the pass rate."""
     a, b = pair.baseline, pair.candidate
-    if pair.difference is None or pair.difference_ci is None:
+    if pair.difference is None:
         return f"No task has decided trials in both {a} and {b}: there is nothing to compare."
     failing, fixed = len(pair.new_failures), len(pair.fixed)
     net = failing - fixed
@@ -455,16 +508,26 @@ def conclusion(pair: PairedComparison) -> str:
     else:
         tasks = f"no task passed or failed in both {a} and {b}"
     level = confidence_text(pair.confidence)
+    size = f"{abs(pair.difference) * 100:.1f} pts"
+    change = points(pair.difference)
+    moved = "does not change" if change == points(0) else f"changes by {change}"
+    if pair.difference_ci is None:
+        why = pair.difference_ci_unavailable
+        return f"{tasks}; the pass rate {moved} (no interval: {why}): significance not decided."
     low, high = pair.difference_ci
     interval = f"{level} CI {points(low, unit='')} to {points(high)}"
-    size = f"{abs(pair.difference) * 100:.1f} pts"
-    if pair.outcome == "worse":
-        rate = f"the pass rate drops {size} ({interval}): significant at {level}"
-    elif pair.outcome == "better":
-        rate = f"the pass rate rises {size} ({interval}): significant at {level}"
+    drops = "drops" if high < 0 else "rises"  # read only when the interval excludes 0
+    if pair.outcome in ("worse", "better"):
+        rate = f"the pass rate {drops} {size} ({interval}): significant at {level}"
+    elif pair.outcome == "cannot_tell":  # too few tasks changed verdict
+        rate = f"the pass rate {drops} {size} ({interval}), but {cannot_tell_why(pair)}"
+    elif high < 0 or low > 0:
+        rate = (
+            f"the pass rate {drops} {size} ({interval}), but the exact McNemar test on the "
+            f"verdicts does not confirm it (p = {pair.mcnemar_p_value:.3g}): not significant "
+            f"at {level}"
+        )
     else:
-        change = points(pair.difference)
-        moved = "does not change" if change == points(0) else f"changes by {change}"
         rate = f"the pass rate {moved} ({interval}): not significant at {level}"
     return f"{tasks}; {rate}."
 

@@ -57,16 +57,9 @@ def run_matrix(
 
 
 def _print_matrix(reports: list[Any], models: list[str], console: Any) -> None:
-    try:
-        from trialkit.analysis.compare import compare_reports
-        from trialkit.reports.compare import render_compare_terminal
+    """The runs side by side, as `trialkit compare` prints them (it needs no extra: without
+    numpy the interval is shown as unavailable)."""
+    from trialkit.analysis.compare import compare_reports
+    from trialkit.reports.compare import render_compare_terminal
 
-        comparison = compare_reports(reports, models=models)
-    except ImportError as exc:  # the comparison's statistics need the stats extra
-        click.echo(f"(no side-by-side table: {exc})", err=True)
-        from trialkit.reports import render_terminal
-
-        for report in reports:
-            render_terminal(report, console)
-        return
-    render_compare_terminal(comparison, console)
+    render_compare_terminal(compare_reports(reports, models=models), console)

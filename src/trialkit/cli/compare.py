@@ -63,7 +63,7 @@ def compare_command(
     Tasks in only one run are listed apart and not compared; tasks that errored in either run
     are not tested. More runs make a matrix with a column per run, each against RUN_A.
     """
-    from trialkit.analysis.compare import CompareError, compare_runs
+    from trialkit.analysis.compare import CompareError, cannot_tell_why, compare_runs
 
     if len(run_refs) < 2:
         fail("compare needs at least two runs: trialkit compare RUN_A RUN_B")
@@ -76,15 +76,29 @@ def compare_command(
                 seed=seed,
                 allow_different_suites=allow_different_suites,
             )
-        except (LookupError, CompareError, ImportError) as exc:
+        except (LookupError, CompareError) as exc:
             fail(str(exc))
+    if fail_on_regression:
+        for pair in comparison.pairs:
+            if pair.difference_ci_unavailable is not None:
+                why = pair.difference_ci_unavailable
+                fail(f"--fail-on-regression needs the interval of the difference, and {why}")
     if fmt == "table":
         from trialkit.reports.compare import render_compare_terminal
 
         show(output, draw=lambda console: render_compare_terminal(comparison, console), width=120)
     else:
         show(output, text=comparison.to_markdown() if fmt == "md" else comparison.to_json())
-    if fail_on_regression and comparison.worse:
+    if not fail_on_regression:
+        return
+    for pair in comparison.pairs:
+        if pair.outcome == "cannot_tell":
+            click.echo(
+                f"cannot tell whether run {pair.candidate} is worse than run A: "
+                f"{cannot_tell_why(pair)}",
+                err=True,
+            )
+    if comparison.worse:
         worse = ", ".join(pair.candidate for pair in comparison.worse)
         click.echo(f"regression: run {worse} is significantly worse than run A", err=True)
         sys.exit(EXIT_GATE_FAILED)

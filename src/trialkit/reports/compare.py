@@ -109,8 +109,10 @@ def pair_rows(pair: PairedComparison) -> list[tuple[str, str]]:
     left_out = ", ".join(x for x in apart if x)
     paired = str(pair.paired_tasks) + (f" ({left_out}: not compared)" if left_out else "")
     level = confidence_text(pair.confidence)
-    if pair.difference is None or pair.difference_ci is None:
+    if pair.difference is None:
         difference = f.NA
+    elif pair.difference_ci is None:
+        difference = f"{points(pair.difference)} (no interval: {pair.difference_ci_unavailable})"
     else:
         low, high = pair.difference_ci
         difference = (
