@@ -1,46 +1,184 @@
-"""The `trialkit` command: a group of thin commands over the library."""
+"""The `trialkit` command: a group of thin commands over the library.
+
+Each command's module is imported only when that command is looked up (to run it, or to show
+its own help), so `trialkit --version`, `trialkit --help` and each command pay only for what
+they use. `trialkit --help` lists the commands from the table below.
+"""
 
 from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping, MutableMapping
+from gettext import gettext
+from typing import Any, NamedTuple
 
 import click
 
 from trialkit._version import __version__
-from trialkit.cli.agreement import agreement_command
-from trialkit.cli.cache import cache_command
-from trialkit.cli.calibrate import calibrate_command
-from trialkit.cli.compare import compare_command
-from trialkit.cli.export import export_command
-from trialkit.cli.health import health_command
-from trialkit.cli.labels import labels_command
-from trialkit.cli.report import report_command
-from trialkit.cli.review import review_command
-from trialkit.cli.run import run_command
-from trialkit.cli.runs import runs_command
-from trialkit.cli.transcripts import transcripts_command
-from trialkit.cli.validate import validate_command
-from trialkit.cli.view import view_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyCommand(NamedTuple):
+    module: str
+    attribute: str
+    summary: str
+    """What `trialkit --help` shows: the command's `short_help`, or else the first sentence of
+    its docstring (a test keeps the two the same)."""
+
+
+COMMANDS: Mapping[str, LazyCommand] = {
+    "agreement": LazyCommand(
+        "trialkit.cli.agreement",
+        "agreement_command",
+        "Krippendorff's alpha of the judges of run RUN over its trials.",
+    ),
+    "cache": LazyCommand(
+        "trialkit.cli.cache",
+        "cache_command",
+        "Inspect and tidy a cassette folder (the DIR given to `run --cache`).",
+    ),
+    "calibrate": LazyCommand(
+        "trialkit.cli.calibrate",
+        "calibrate_command",
+        "Compare a judge's scores with human labels on the same trials.",
+    ),
+    "compare": LazyCommand(
+        "trialkit.cli.compare",
+        "compare_command",
+        "Compare stored runs of a suite (each an id, a unique id prefix or a run name).",
+    ),
+    "export": LazyCommand(
+        "trialkit.cli.export",
+        "export_command",
+        "Export the stored run RUN (an id, a unique id prefix, or a run name: its latest run).",
+    ),
+    "health": LazyCommand(
+        "trialkit.cli.health",
+        "health_command",
+        "Assess a suite's tasks over its last runs, whatever model ran them.",
+    ),
+    "labels": LazyCommand(
+        "trialkit.cli.labels",
+        "labels_command",
+        "Export a run's labels (or its pending reviews) to a file, or import labels from one.",
+    ),
+    "report": LazyCommand(
+        "trialkit.cli.report",
+        "report_command",
+        "Render the stored run RUN (an id, a unique id prefix, or a run name: its latest run).",
+    ),
+    "review": LazyCommand(
+        "trialkit.cli.review",
+        "review_command",
+        "Label the trials of RUN that wait for a human reviewer, one at a time.",
+    ),
+    "run": LazyCommand(
+        "trialkit.cli.run",
+        "run_command",
+        "Run the suite TARGET: a suite folder or file (.yaml, .json), another tool's file "
+        "(a promptfoo config, openai/evals or inspect_ai samples; or prefixed evals:, inspect:, "
+        "promptfoo:, hf:), or Python (path.py, path.py:name, package.module:name).",
+    ),
+    "runs": LazyCommand(
+        "trialkit.cli.runs",
+        "runs_command",
+        "List stored runs (RUN elsewhere: an id, a unique id prefix, or a run name).",
+    ),
+    "transcripts": LazyCommand(
+        "trialkit.cli.transcripts",
+        "transcripts_command",
+        "List trials, show one trial's transcript, or compare a task's trial in two runs.",
+    ),
+    "validate": LazyCommand(
+        "trialkit.cli.validate",
+        "validate_command",
+        "Check the suite TARGET without running it: a suite folder, a suite file (.yaml, .yml, "
+        ".json), another tool's file (promptfoo config, openai/evals or inspect_ai samples; or "
+        "prefixed evals:, inspect:, promptfoo:, hf:), or path.py[:name].",
+    ),
+    "view": LazyCommand(
+        "trialkit.cli.view",
+        "view_command",
+        "Serve a read-only web viewer of the store until Ctrl-C: the runs, each run's report, "
+        "every trial's transcript, transcript diffs and comparisons of runs, and the same as "
+        "JSON under /api/.",
+    ),
+}
+
+
+class LazyCommands(MutableMapping[str, click.Command]):
+    """A group's commands by name, each imported from its module when first looked up.
+
+    Names, `in` and iteration import nothing; getting a command (`[name]`, `.get`, `.values`)
+    imports its module. So click's own lookups, and code that walks `group.commands`, see
+    every command as if it had been added up front.
+    """
+
+    def __init__(self, table: Mapping[str, LazyCommand]) -> None:
+        self._entries: dict[str, LazyCommand | click.Command] = dict(table)
+
+    def __getitem__(self, name: str) -> click.Command:
+        entry = self._entries[name]
+        if isinstance(entry, LazyCommand):
+            command = getattr(importlib.import_module(entry.module), entry.attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{entry.module}.{entry.attribute} is not a click command")
+            self._entries[name] = entry = command
+        return entry
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._entries[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def visible(self, name: str) -> bool:
+        entry = self._entries[name]
+        return isinstance(entry, LazyCommand) or not entry.hidden
+
+    def short_help(self, name: str, limit: int) -> str:
+        """What a group's help shows for `name`, shortened to `limit`; imports nothing."""
+        entry = self._entries[name]
+        if isinstance(entry, LazyCommand):
+            return click.Command(name, help=entry.summary).get_short_help_str(limit)
+        return entry.get_short_help_str(limit)
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands are imported when used; its help lists them from `table`."""
+
+    def __init__(self, *args: Any, table: Mapping[str, LazyCommand], **kwargs: Any) -> None:
+        self.lazy_commands = LazyCommands(table)
+        kwargs["commands"] = self.lazy_commands
+        super().__init__(*args, **kwargs)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = [name for name in self.list_commands(ctx) if self.lazy_commands.visible(name)]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)  # as click.Group's
+        with formatter.section(gettext("Commands")):
+            formatter.write_dl(
+                [(name, self.lazy_commands.short_help(name, limit)) for name in names]
+            )
+
+
+@click.group(
+    cls=LazyGroup,
+    table=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, "--version", prog_name="trialkit")
 def cli() -> None:
     """trialkit: run tasks against your agent several times, grade what it did, gate CI."""
-
-
-cli.add_command(run_command)
-cli.add_command(runs_command)
-cli.add_command(report_command)
-cli.add_command(review_command)
-cli.add_command(labels_command)
-cli.add_command(calibrate_command)
-cli.add_command(agreement_command)
-cli.add_command(compare_command)
-cli.add_command(health_command)
-cli.add_command(cache_command)
-cli.add_command(transcripts_command)
-cli.add_command(export_command)
-cli.add_command(validate_command)
-cli.add_command(view_command)
 
 
 def main() -> None:
