@@ -20,6 +20,7 @@ import pytest
 
 from tests.store.conftest import BACKENDS, postgres_admin, postgres_schema_url
 from trialkit import Suite, Task, graders, run_sync
+from trialkit.reports.html import CSP
 from trialkit.store import Store
 from trialkit.store.urls import sqlite_url
 from trialkit.view import ViewServer
@@ -307,6 +308,11 @@ def test_the_api_serves_runs_reports_and_trials(server: ViewServer, store: Store
         ("/runs/before/trials/spain/7", 404),
         ("/runs/before/trials/no-such-task/0", 404),
         ("/runs/before/trials/spain/x", 400),
+        ("/runs/before/trials/spain/2147483647", 404),  # the largest a store can hold
+        ("/runs/before/trials/spain/2147483648", 400),
+        ("/runs/before/trials/spain/" + "9" * 30, 400),
+        ("/api/runs/before/trials/spain/" + "9" * 30, 400),
+        ("/diff?task=spain&a=before&b=after&trial=" + "9" * 5000, 400),  # beyond int()'s digits
         ("/runs/2", 400),  # both run ids start with the year: ambiguous
         ("/api/nothing", 404),
     ],
@@ -322,9 +328,13 @@ def test_bad_addresses_get_a_clear_status(server: ViewServer, path: str, status:
 
 
 def test_it_only_reads(server: ViewServer) -> None:
-    for method in ("POST", "PUT", "DELETE", "PATCH"):
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"):
         status, headers, _ = get(server, "/", method=method)
         assert status == 405 and headers["allow"] == "GET, HEAD"
+        assert headers["content-security-policy"] == CSP, method
+        assert headers["x-frame-options"] == "DENY", method
+    status, headers, _ = get(server, "/", method="BREW")  # the standard library answers 501
+    assert status == 501 and headers["content-security-policy"] == CSP
     status, headers, body = get(server, "/", method="HEAD")
     assert status == 200 and body == "" and int(headers["content-length"]) > 0
 

@@ -13,7 +13,8 @@ The standard library's threading HTTP server, on 127.0.0.1 by default. Pages:
 | `/api/runs`, `/api/runs/RUN`, `/api/runs/RUN/trials/TASK/N` | the same as JSON |
 
 RUN is an id, a unique id prefix or a run name, as on the command line; TASK is URL-encoded.
-It only reads: GET and HEAD are served, every other method gets 405. On a loopback address it
+It only reads: GET and HEAD are served, every other method gets 405 (501 for one HTTP does
+not define), with the same security headers as every page. On a loopback address it
 answers only requests whose `Host` names that address (or `localhost`), so a web page in the
 browser cannot reach it through a DNS name of its own (DNS rebinding). Pages carry a
 Content-Security-Policy that allows no script and nothing from elsewhere.
@@ -35,6 +36,9 @@ from trialkit.store import AmbiguousRun, RunNotFound, Store, TrialNotFound
 from trialkit.view import pages
 
 RUNS_LISTED = 200
+MAX_TRIAL_INDEX = 2**31 - 1
+"""The largest trial number a store holds (a 32-bit integer column); a larger one in an
+address is refused before it reaches the database, whose driver would fail on it."""
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
@@ -201,6 +205,10 @@ def _message(exc: BaseException) -> str:
 def _index(value: str) -> int:
     if not value.isascii() or not value.isdigit():
         raise BadRequest(f"trial number {value!r}: expected 0, 1, 2…")
+    # Compared as text first: int() refuses more than 4,300 digits.
+    if len(value) > len(str(MAX_TRIAL_INDEX)) or int(value) > MAX_TRIAL_INDEX:
+        shown = value if len(value) <= 20 else f"{value[:20]}…"
+        raise BadRequest(f"trial number {shown}: too large (at most {MAX_TRIAL_INDEX})")
     return int(value)
 
 
@@ -224,7 +232,7 @@ def _handler(server: ViewServer) -> type[BaseHTTPRequestHandler]:
         def _refuse(self) -> None:
             self._send(Response(405, pages.message_page(405, "the viewer only reads")), True)
 
-        do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse
 
         def _answer(self, *, with_body: bool) -> None:
             allowed = server.allowed_hosts()
@@ -241,11 +249,16 @@ def _handler(server: ViewServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             if response.status == 405:
                 self.send_header("Allow", "GET, HEAD")
-            for name, value in HEADERS.items():
-                self.send_header(name, value)
             self.end_headers()
             if with_body:
                 self.wfile.write(body)
+
+        def end_headers(self) -> None:
+            """Every response carries the security headers, the standard library's own errors
+            too (an unknown method, a malformed request)."""
+            for name, value in HEADERS.items():
+                self.send_header(name, value)
+            super().end_headers()
 
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet: a viewer on your own machine needs no access log."""
