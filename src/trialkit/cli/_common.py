@@ -108,7 +108,8 @@ def _show(exc: BaseException, debug: bool) -> None:
 
 
 def stdout_console() -> Console:
-    """The console for results; when piped or logged, wide enough not to cut tables."""
+    """The console for results. When piped or logged it is 120 columns at least, for what is
+    not a table; tables there are plain lines of any length (`trialkit.reports._table`)."""
     console = Console(highlight=False, soft_wrap=False)
     if not console.is_terminal:
         console = Console(highlight=False, soft_wrap=False, width=max(console.width, 120))

@@ -8,12 +8,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from trialkit.cli._common import EXIT_GATE_FAILED, debug_option, fail, handle_errors, stdout_console
 from trialkit.models.cassette import CassetteError
 from trialkit.models.cassette_tools import cassette_stats, prune_cassette, verify_cassette
 
+COUNTS = ("files", "recordings", "bytes")
 DIR = click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
 
 
@@ -43,21 +43,21 @@ def stats_command(directory: Path, as_json: bool, debug: bool) -> None:
     if as_json:
         click.echo(json.dumps(stats.model_dump(mode="json"), indent=2))
         return
-    table = Table(box=None, pad_edge=False)
-    table.add_column("model", overflow="fold")
-    for column in ("files", "recordings", "bytes"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for model, per in sorted(stats.models.items()):
-        table.add_row(model, str(per.files), str(per.recordings), f"{per.bytes:,}")
-    table.add_row("total", str(stats.files), str(stats.recordings), f"{stats.total_bytes:,}")
-    console = stdout_console()
-    console.print(table)
+    from trialkit.reports._table import Column, print_table
+
+    columns = [Column("model"), *(Column(c, justify="right") for c in COUNTS)]
+    rows = [
+        [model, str(per.files), str(per.recordings), f"{per.bytes:,}"]
+        for model, per in sorted(stats.models.items())
+    ]
+    rows.append(["total", str(stats.files), str(stats.recordings), f"{stats.total_bytes:,}"])
+    print_table(stdout_console(), columns, rows)
     if stats.oldest and stats.newest:
-        console.print(
+        click.echo(
             f"recorded between {stats.oldest:%Y-%m-%d %H:%M} and {stats.newest:%Y-%m-%d %H:%M} UTC"
         )
     if stats.invalid_files:
-        console.print(
+        click.echo(
             f"{stats.invalid_files} file(s) could not be read: `trialkit cache verify {directory}`"
         )
 

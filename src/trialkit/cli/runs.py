@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
 from trialkit.cli._common import (
     debug_option,
@@ -14,6 +14,9 @@ from trialkit.cli._common import (
     stdout_console,
     store_option,
 )
+
+if TYPE_CHECKING:
+    from trialkit.store import RunSummary
 
 
 @click.command("runs")
@@ -38,26 +41,39 @@ def runs_command(limit: int, as_json: bool, store_url: str | None, debug: bool) 
     if not runs:
         click.echo("no runs yet: `trialkit run TARGET` makes one")
         return
-    table = Table(box=None, pad_edge=False)
-    table.add_column("run", no_wrap=True)
-    table.add_column("name", overflow="fold")
-    table.add_column("suite", no_wrap=True)
-    table.add_column("started", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    for column in ("trials", "pass", "fail", "error", "rate"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for r in runs:
-        rate = "n/a" if r.pass_rate is None else f"{r.pass_rate:.0%}"
-        table.add_row(
+    _print_runs(runs)
+
+
+def _print_runs(runs: list[RunSummary]) -> None:
+    from trialkit.reports._table import Column, print_table
+
+    columns = [
+        Column("run"),
+        Column("name", fit="fold", drop=3),
+        Column("suite", drop=2),
+        Column("kind", drop=8),
+        Column("started", fit="words", drop=6),
+        Column("status", drop=4),
+        Column("trials", justify="right", drop=5),
+        Column("pass", justify="right", drop=7),
+        Column("fail", justify="right", drop=7),
+        Column("error", justify="right", drop=7),
+        Column("rate", justify="right", drop=1),
+    ]  # on a narrow terminal the rate and the suite stay longest; the counts go together
+    rows = [
+        [
             r.id,
             r.name or "",
-            f"{r.suite_id} ({r.suite_kind})",
+            r.suite_id,
+            r.suite_kind,
             r.started_at.strftime("%Y-%m-%d %H:%M"),
             r.status,
             str(r.trials),
             str(r.passed),
             str(r.failed),
             str(r.errors),
-            rate,
-        )
-    stdout_console().print(table)
+            "n/a" if r.pass_rate is None else f"{r.pass_rate:.0%}",
+        ]
+        for r in runs
+    ]
+    print_table(stdout_console(), columns, rows)

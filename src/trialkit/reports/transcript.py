@@ -14,16 +14,15 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from rich import box
 from rich.console import Console, RenderableType
 from rich.padding import Padding
 from rich.rule import Rule
-from rich.table import Table
 from rich.text import Text
 
 from trialkit._record import ErrorInfo
 from trialkit.outcome import Artifact, FileChange, Outcome
 from trialkit.reports import _format as f
+from trialkit.reports._table import Column, print_line, print_table
 from trialkit.reports.terminal import STYLES, SYMBOLS
 from trialkit.score import Assertion, Score, Verdict
 from trialkit.store.queries import TrialLine, TrialListing
@@ -472,34 +471,33 @@ def render_trial_list(
     count = plural(total, "trial")
     if shown < total:
         count = f"{shown} of {count} (--limit)"
-    console.print(
-        Text.assemble(("run ", "bold"), plain(run_label(run_id, run_name)), f" · {count}")
-    )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("trial", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    for column in ("duration", "tokens in/out", "cost"):
-        table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("why")  # the one column rich narrows when the table is too wide
+    heading = Text.assemble(("run ", "bold"), plain(run_label(run_id, run_name)), f" · {count}")
+    print_line(console, heading)
+    columns = [
+        Column("trial"),
+        Column("verdict", drop=1),
+        Column("status", drop=4),
+        Column("duration", justify="right", drop=3),
+        Column("tokens in/out", justify="right", drop=5),
+        Column("cost", justify="right", drop=5),
+        Column("why", fit="cut", drop=2),  # one line per trial, cut on a terminal
+    ]
+    rows = []
     for line in listing.lines:
         tokens = f"{line.input_tokens:,}/{line.output_tokens:,}"
-        table.add_row(
-            plain(f"{line.task_id}#{line.index}"),
-            verdict_text(line.verdict),
-            Text(line.status.value, style="" if line.status is TrialStatus.COMPLETED else "yellow"),
-            Text(f.seconds(line.duration_s)),
-            Text(tokens if line.input_tokens or line.output_tokens else f.NA),
-            Text(f.cost(line.cost_usd)),
-            _one_line_cell(why_not_passed(line)),
+        status = line.status.value
+        rows.append(
+            [
+                plain(f"{line.task_id}#{line.index}"),
+                verdict_text(line.verdict),
+                Text(status, style="" if line.status is TrialStatus.COMPLETED else "yellow"),
+                Text(f.seconds(line.duration_s)),
+                Text(tokens if line.input_tokens or line.output_tokens else f.NA),
+                Text(f.cost(line.cost_usd)),
+                plain(" ⏎ ".join(why_not_passed(line).splitlines())[:WHY_CHARS]),
+            ]
         )
-    console.print(table)
-
-
-def _one_line_cell(text: str) -> Text:
-    """`text` on one line, cut with "…" where the column ends, so each trial stays one row."""
-    one_line = " ⏎ ".join(text.splitlines())[:WHY_CHARS]
-    return Text(f.escape_controls(one_line), no_wrap=True, overflow="ellipsis")
+    print_table(console, columns, rows)
 
 
 def why_not_passed(line: TrialLine) -> str:
