@@ -32,7 +32,10 @@ def run_matrix(
 ) -> int:
     """Run the suite for each model; print the matrix and one verdict line per run; the exit
     code: 3 if any run errored past the allowance, else 1 if any gate failed, else 0."""
+    from rich.text import Text
+
     from trialkit.matrix import run_models
+    from trialkit.reports._table import print_line
 
     reports = anyio.run(
         lambda: run_models(
@@ -46,10 +49,14 @@ def run_matrix(
         gate = report.gate(**gate_options)
         s = report.summary
         rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.1%}"
-        click.echo(
+        line = (
             f"{model}: {s.passed_tasks}/{s.tasks} tasks passed, pass rate {rate} over "
             f"{s.trials} trials, {s.errors} errors — run {report.run.id}"
         )
+        if console is None:
+            click.echo(line)
+        else:  # wrapped between words on a terminal, so the run id stays whole
+            print_line(console, Text(line))
         for reason in gate.reasons:
             click.echo(f"gate failed for {model}: {reason}", err=True)
         codes.append(gate.exit_code)

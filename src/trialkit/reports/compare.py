@@ -7,9 +7,7 @@ each later run, the statistics against the baseline and the conclusion in one se
 
 from __future__ import annotations
 
-from rich import box
-from rich.console import Console, Group
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
 from trialkit.analysis._significance import confidence_text
@@ -23,6 +21,7 @@ from trialkit.analysis.compare import (
     points,
 )
 from trialkit.reports import _format as f
+from trialkit.reports._table import Column, print_figures, print_line, print_table
 from trialkit.reports.markdown import EMOJI, inline
 from trialkit.reports.terminal import STYLES, SYMBOLS
 
@@ -69,10 +68,11 @@ def run_who(run: RunColumn) -> str:
 
 
 def cell_text(cell: TaskCell | None) -> str:
-    """`4/5 80.0%`: passed of all trials, then the pass rate of the decided ones."""
+    """`4/5 80.0%`: passed of the decided trials, then that as a rate; errored and unknown
+    trials are in neither (the verdict says when they decided the task)."""
     if cell is None:
         return "—"
-    return f"{cell.passed}/{cell.trials} {f.percent(cell.pass_rate)}"
+    return f"{cell.passed}/{cell.passed + cell.failed} {f.percent(cell.pass_rate)}"
 
 
 def signed(value: float | None, unit: str = "", digits: int = 3, prefix: str = "") -> str:
@@ -203,47 +203,65 @@ def delta_cells(task: TaskComparison) -> list[str]:
 
 
 def render_compare_terminal(comparison: Comparison, console: Console) -> None:
-    console.print(_plain(compare_title(comparison), style="bold"))
-    console.print(_runs_table(comparison))
-    console.print(_tasks_table(comparison))
+    print_line(console, _plain(compare_title(comparison), style="bold"))
+    print_table(console, RUN_COLUMNS, [_run_cells(run) for run in comparison.runs])
+    console.print()
+    _print_tasks(comparison, console)
     for pair in comparison.pairs:
-        console.print(_pair_block(pair))
+        console.print()
+        print_line(console, _plain(f"{pair.candidate} against {pair.baseline}", style="bold"))
+        print_figures(console, [(_plain(label), _plain(value)) for label, value in pair_rows(pair)])
+        style = OUTCOME_STYLES.get(pair.outcome, "bold")
+        print_line(console, _plain(pair.conclusion, style=style))
 
 
 def _plain(text: str, style: str = "") -> Text:
     return Text(f.escape_controls(text), style=style)
 
 
-def _runs_table(comparison: Comparison) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
-    for i, name in enumerate(RUN_HEADER):
-        table.add_column(name, justify="right" if i >= 5 else "left", overflow="fold")
-    for run in comparison.runs:
-        table.add_row(*(_plain(value) for value in run_rows(run)))
-    return table
+RUN_COLUMNS = [
+    Column("Run"),
+    Column("Id"),
+    Column("Name", fit="fold", drop=3),
+    Column("Model", fit="fold", drop=2),
+    Column("Started", fit="words", drop=6),
+    Column("Status", drop=5),
+    Column("Tasks", justify="right", drop=7),
+    Column("Trials", justify="right", drop=7),
+    Column("Pass rate (95% CI)", fit="words", justify="right", drop=1),
+    Column("Mean score", justify="right", drop=4),
+    Column("Cost/trial", justify="right", drop=8),
+    Column("p50", justify="right", drop=8),
+]
+"""The terminal's runs table: `RUN_HEADER` with the name apart from the id, so the id is never
+wrapped with it."""
 
 
-def _tasks_table(comparison: Comparison) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("Task", overflow="fold", min_width=16)
-    for run in comparison.runs:
-        table.add_column(_plain(run_heading(run)), justify="right", overflow="fold")
+def _run_cells(run: RunColumn) -> list[Text]:
+    label, _, *rest = run_rows(run)
+    return [_plain(value) for value in (label, run.id, run.name or "", *rest)]
+
+
+def _print_tasks(comparison: Comparison, console: Console) -> None:
     two = len(comparison.runs) == 2
+    columns = [Column("Task")]
+    columns += [Column(run_heading(run), short=run.label) for run in comparison.runs]
     if two:
-        for name in DELTA_HEADER[:-1]:
-            table.add_column(name, justify="right", no_wrap=True)
-        table.add_column(DELTA_HEADER[-1], no_wrap=True)
+        drops = [2, 4, 5, 5]
+        for name, drop in zip(DELTA_HEADER[:-1], drops, strict=True):
+            columns.append(Column(name, justify="right", drop=drop))
+        columns.append(Column(DELTA_HEADER[-1], fit="words", drop=1))
+    rows = []
     for task in comparison.tasks:
-        row = [_plain(task.id)]
-        row.append(_cell(task.cells[0], None))
+        row = [_plain(task.id), _cell(task.cells[0], None)]
         for cell, against in zip(task.cells[1:], task.changes, strict=True):
             row.append(_cell(cell, None if two else against.change))
         if two:
             change = task.changes[0].change
             row += [Text(value) for value in delta_cells(task)]
             row.append(Text(CHANGE_WORDS[change], style=CHANGE_STYLES.get(change, "")))
-        table.add_row(*row)
-    return table
+        rows.append(row)
+    print_table(console, columns, rows)
 
 
 def _cell(cell: TaskCell | None, change: Change | None) -> Text:
@@ -255,20 +273,6 @@ def _cell(cell: TaskCell | None, change: Change | None) -> Text:
     if change in MARKS:
         text.append(f" {MARKS[change]}", style=CHANGE_STYLES[change])
     return text
-
-
-def _pair_block(pair: PairedComparison) -> Group:
-    table = Table(
-        title=_plain(f"{pair.candidate} against {pair.baseline}", style="bold"),
-        show_header=False,
-        box=box.SIMPLE,
-    )
-    table.add_column("figure", style="bold")
-    table.add_column("value", overflow="fold")
-    for label, value in pair_rows(pair):
-        table.add_row(_plain(label), _plain(value))
-    style = OUTCOME_STYLES.get(pair.outcome, "bold")
-    return Group(table, _plain(pair.conclusion, style=style), Text(""))
 
 
 # -- Markdown ----------------------------------------------------------------------------------
