@@ -67,13 +67,13 @@ def test_markdown(store_url: str) -> None:
 
 ### Tasks
 
-| Task | Kind | Runs | Passed | Pass rate | By run | Trend | Health |
-|---|---|---:|---:|---:|---|---:|---|
-| easy | capability | 3 | 9/9 | 100.0% | ███ | 0.0 pts/run | saturated: graduate to regression |
-| bad | capability | 3 | 0/9 | 0.0% | ▁▁▁ | 0.0 pts/run | broken |
-| judged | capability | 3 | 4/9 | 100.0% | ███ | 0.0 pts/run | broken |
-| flaky | capability | 3 | 6/9 | 66.7% | ▆█▃ | −16.7 pts/run | flaky (2 of 3 runs) |
-| hard | capability | 3 | 3/9 | 33.3% | ▁▃▆ | +33.3 pts/run | flaky (2 of 3 runs) |
+| Task | Kind | Runs | Passed | Pass rate | Undecided | By run | Trend | Health |
+|---|---|---:|---:|---:|---:|---|---:|---|
+| easy | capability | 3 | 9/9 | 100.0% | 0 | ███ | 0.0 pts/run | saturated: graduate to regression |
+| bad | capability | 3 | 0/8 | 0.0% | 1 | ▁▁▁ | 0.0 pts/run | broken |
+| judged | capability | 3 | 4/4 | 100.0% | 5 | ███ | 0.0 pts/run | broken |
+| flaky | capability | 3 | 6/9 | 66.7% | 0 | ▆█▃ | −16.7 pts/run | flaky (2 of 3 runs) |
+| hard | capability | 3 | 3/9 | 33.3% | 0 | ▁▃▆ | +33.3 pts/run | flaky (2 of 3 runs) |
 
 ### Broken tasks
 

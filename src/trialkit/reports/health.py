@@ -6,13 +6,12 @@ is wrong with it; then the evidence for broken tasks, and the suite's figures.
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from trialkit.analysis.health import SuiteHealth, TaskHealth
+from trialkit.analysis.health import HealthRun, SuiteHealth, TaskHealth
 from trialkit.reports import _format as f
+from trialkit.reports._table import Column, print_figures, print_line, print_table
 from trialkit.reports.compare import md_table, named, names
 from trialkit.reports.markdown import inline
 
@@ -89,73 +88,99 @@ def _listed(tasks: list[str]) -> str:
 
 
 def task_row(task: TaskHealth) -> list[str]:
+    """The task's figures; `Passed` is of the decided trials, as the pass rate is, and the
+    errored and unknown ones are counted apart (`Undecided`)."""
     return [
         task.id,
         task.kind.value,
         str(task.runs),
-        f"{task.passed}/{task.trials}",
+        f"{task.passed}/{task.passed + task.failed}",
         f.percent(task.pass_rate),
+        str(task.errors + task.unknown),
         sparkline(task.pass_rates),
         trend_text(task.trend),
     ]
 
 
-TASK_HEADER = ["Task", "Kind", "Runs", "Passed", "Pass rate", "By run", "Trend", "Health"]
+TASK_HEADER = [
+    "Task",
+    "Kind",
+    "Runs",
+    "Passed",
+    "Pass rate",
+    "Undecided",
+    "By run",
+    "Trend",
+    "Health",
+]
 
 
 # -- terminal ----------------------------------------------------------------------------------
 
 
 def render_health_terminal(health: SuiteHealth, console: Console) -> None:
-    console.print(_plain(title(health), style="bold"))
-    console.print(_runs_table(health))
-    console.print(_tasks_table(health))
+    print_line(console, _plain(title(health), style="bold"))
+    print_table(console, RUN_COLUMNS, [_run_cells(i, run) for i, run in enumerate(health.runs, 1)])
+    console.print()
+    print_table(console, _task_columns(health), [_task_cells(task) for task in health.tasks])
     broken = [t for t in health.tasks if t.broken]
     if broken:
-        console.print(_plain("Broken tasks", style="bold red"))
+        console.print()
+        print_line(console, _plain("Broken tasks", style="bold red"))
         for task in broken:
-            console.print(_plain(f"  {task.id}", style="bold"))
+            print_line(console, _plain(task.id, style="bold"), indent=2)
             for line in task.evidence:
-                console.print(_plain(f"    - {line}"))
-        console.print(Text(""))
-    table = Table(show_header=False, box=box.SIMPLE)
-    table.add_column("figure", style="bold")
-    table.add_column("value", overflow="fold")
-    for label, value in summary_rows(health):
-        table.add_row(_plain(label), _plain(value))
-    console.print(table)
+                print_line(console, _plain(f"- {line}"), indent=4)
+    console.print()
+    print_figures(console, [(label, _plain(value)) for label, value in summary_rows(health)])
     for note in health.notes:
-        console.print(_plain(note, style="dim"))
+        print_line(console, _plain(note, style="dim"))
 
 
 def _plain(text: str, style: str = "") -> Text:
     return Text(f.escape_controls(text), style=style)
 
 
-def _runs_table(health: SuiteHealth) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
-    for name in ("#", "Run", "Model", "Started", "Status"):
-        table.add_column(name, overflow="fold")
-    for i, run in enumerate(health.runs, start=1):
-        who = f"{run.name} ({run.id})" if run.name else run.id
-        started = run.started_at.strftime("%Y-%m-%d %H:%M")
-        table.add_row(str(i), _plain(who), _plain(run.agent), started, run.status)
-    return table
+RUN_COLUMNS = [
+    Column("#", justify="right"),
+    Column("Run"),
+    Column("Name", fit="fold", drop=2),
+    Column("Model", fit="fold", drop=1),
+    Column("Started", fit="words", drop=4),
+    Column("Status", drop=3),
+]
 
 
-def _tasks_table(health: SuiteHealth) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
-    for i, name in enumerate(TASK_HEADER):
-        table.add_column(name, justify="right" if 2 <= i <= 4 else "left", overflow="fold")
-    for task in health.tasks:
-        cells = [_plain(value) for value in task_row(task)]
-        status = Text()
-        for flag, word in zip(flags(task), flag_words(task), strict=True):
-            if status:
-                status.append(", ")
-            status.append(word, style=FLAG_STYLES[flag])
-        table.add_row(*cells, status)
-    return table
+def _run_cells(i: int, run: HealthRun) -> list[Text]:
+    started = run.started_at.strftime("%Y-%m-%d %H:%M")
+    cells = [str(i), run.id, run.name or "", run.agent, started, run.status]
+    return [_plain(cell) for cell in cells]
+
+
+def _task_columns(health: SuiteHealth) -> list[Column]:
+    """`TASK_HEADER`, laid out; the kind only when a task's differs from the suite's."""
+    kinds = {task.kind for task in health.tasks}
+    return [
+        Column("Task"),
+        Column("Kind", drop=1 if kinds != {health.suite.kind} else 8),
+        Column("Runs", justify="right", drop=6),
+        Column("Passed", justify="right", drop=2),
+        Column("Pass rate", justify="right", drop=2),
+        Column("Undecided", justify="right", drop=7),
+        Column("By run", drop=4),
+        Column("Trend", justify="right", drop=5),
+        Column("Health", fit="words", drop=3),
+    ]
+
+
+def _task_cells(task: TaskHealth) -> list[Text]:
+    cells = [_plain(value) for value in task_row(task)]
+    status = Text()
+    for flag, word in zip(flags(task), flag_words(task), strict=True):
+        if status:
+            status.append(", ")
+        status.append(word, style=FLAG_STYLES[flag])
+    return [*cells, status]
 
 
 # -- Markdown ----------------------------------------------------------------------------------
@@ -185,7 +210,7 @@ def render_health_markdown(health: SuiteHealth) -> str:
         ]
         for task in health.tasks
     ]
-    align = ["---", "---", "---:", "---:", "---:", "---", "---:", "---"]
+    align = ["---", "---", "---:", "---:", "---:", "---:", "---", "---:", "---"]
     lines += ["", "### Tasks", "", *md_table(TASK_HEADER, rows, align)]
     broken = [t for t in health.tasks if t.broken]
     if broken:
