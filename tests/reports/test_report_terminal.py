@@ -53,34 +53,51 @@ def test_capability_report() -> None:
     output:
       Bonn
 
-  Task               Kind         Verdict     Passed   pass@3   pass^3   Notes
- ────────────────────────────────────────────────────────────────────────────────────────
-  france             capability   ✓ pass         3/3   100.0%   100.0%
-  germany            capability   ✓ pass         2/3   100.0%     0.0%   flaky
-  landmarks          capability   ✗ fail         0/3     0.0%     0.0%
-  slow               capability   ! error        0/1      n/a      n/a
-  refuse-rm          capability   ✓ pass         3/3   100.0%   100.0%   expects failure
-  ambiguous          capability   ? unknown      0/1      n/a      n/a
+Task       Kind        Verdict    Passed  pass@3  pass^3  Notes
+france     capability  ✓ pass        3/3  100.0%  100.0%
+germany    capability  ✓ pass        2/3  100.0%    0.0%  flaky
+landmarks  capability  ✗ fail        0/3    0.0%    0.0%
+slow       capability  ! error       0/1     n/a     n/a  1 errored
+refuse-rm  capability  ✓ pass        3/3  100.0%  100.0%  expects failure
+ambiguous  capability  ? unknown     0/1     n/a     n/a  1 unknown
 
-          trialkit · capitals · capability · run nightly (run-7f3a)
-
-  Tasks                        6: 3 passed, 1 failed, 1 errored, 1 unknown
-  Trials                       14: 8 passed, 4 failed, 1 errored, 1 unknown
-  Pass rate (decided trials)   66.7% (95% CI 39.1%–86.2%)
-  pass@1                       66.7%
-  pass@3                       75.0%
-  pass^1                       66.7%
-  pass^3                       50.0%
-  Flakiness                    25.0% (1 flaky task)
-  Errors                       1 of 14 trials
-  Mean score                   0.667
-  Latency p50 / p95            1.00 s / 22.30 s
-  Tokens                       1,680 (1,400 in, 280 out)
-  Cost                         $0.0140
-  Duration                     42.00 s
-
-                      started 2026-11-29T12:00:00+00:00
+trialkit · capitals · capability · run nightly (run-7f3a)
+Tasks                       6: 3 passed, 1 failed, 1 errored, 1 unknown
+Trials                      14: 8 passed, 4 failed, 1 errored, 1 unknown
+Pass rate (decided trials)  66.7% (95% CI 39.1%–86.2%)
+pass@1                      66.7%
+pass@3                      75.0%
+pass^1                      66.7%
+pass^3                      50.0%
+Flakiness                   25.0% (1 flaky task)
+Errors                      1 of 14 trials
+Mean score                  0.667
+Latency p50 / p95           1.00 s / 22.30 s
+Tokens                      1,680 (1,400 in, 280 out)
+Cost                        $0.0140
+Duration                    42.00 s
+started 2026-11-29T12:00:00+00:00
 pass@k and pass^k leave out tasks with no decided trial: slow, ambiguous
+""")
+
+
+def test_on_a_narrow_terminal_less_important_columns_go_first() -> None:
+    """Not a log: the table fits 60 columns by leaving out the kind and pass^k, and says which
+    trials were not decided, as the passed count is of all trials and pass@k is not."""
+    console = Console(file=io.StringIO(), width=60, color_system=None, force_terminal=True)
+    render_terminal(capability_report(), console, details=False)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+
+    table = "\n".join(line.rstrip() for line in text.splitlines()[:8])
+    assert table == snapshot("""\
+Task       Verdict    Passed  pass@3  Notes
+─────────────────────────────────────────────────────
+france     ✓ pass        3/3  100.0%
+germany    ✓ pass        2/3  100.0%  flaky
+landmarks  ✗ fail        0/3    0.0%
+slow       ! error       0/1     n/a  1 errored
+refuse-rm  ✓ pass        3/3  100.0%  expects failure
+ambiguous  ? unknown     0/1     n/a  1 unknown\
 """)
 
 
@@ -128,28 +145,24 @@ def test_control_characters_and_lone_surrogates_are_shown_escaped() -> None:
 
 def test_a_stopped_run_with_a_judge_shows_model_reason_and_grader_costs() -> None:
     assert render(judged_report(), details=False) == snapshot("""\
+Task     Kind        Verdict  Passed  pass@1  pass^1  Notes
+france   capability  ✓ pass      2/2  100.0%  100.0%
+germany  capability  ✓ pass      1/1  100.0%  100.0%
 
-  Task               Kind         Verdict   Passed   pass@1   pass^1   Notes
- ────────────────────────────────────────────────────────────────────────────
-  france             capability   ✓ pass       2/2   100.0%   100.0%
-  germany            capability   ✓ pass       1/1   100.0%   100.0%
-
-     trialkit · capitals · capability · run run-9c1d · model openai/gpt-4o-mini
-
-  Tasks                        2: 2 passed, 0 failed, 0 errored
-  Trials                       3: 3 passed, 0 failed, 0 errored
-  Pass rate (decided trials)   100.0% (95% CI 43.9%–100.0%)
-  pass@1                       100.0%
-  pass^1                       100.0%
-  Flakiness                    0.0% (0 flaky tasks)
-  Errors                       0 of 3 trials
-  Mean score                   0.900
-  Latency p50 / p95            1.00 s / 1.00 s
-  Tokens                       510 (agent 300 in / 60 out; graders 120 in / 30 out)
-  Cost                         $0.0054 (graders $0.0024)
-  Duration                     42.00 s
-
-                          started 2026-11-29T12:00:00+00:00
+trialkit · capitals · capability · run run-9c1d · model openai/gpt-4o-mini
+Tasks                       2: 2 passed, 0 failed, 0 errored
+Trials                      3: 3 passed, 0 failed, 0 errored
+Pass rate (decided trials)  100.0% (95% CI 43.9%–100.0%)
+pass@1                      100.0%
+pass^1                      100.0%
+Flakiness                   0.0% (0 flaky tasks)
+Errors                      0 of 3 trials
+Mean score                  0.900
+Latency p50 / p95           1.00 s / 1.00 s
+Tokens                      510 (agent 300 in / 60 out; graders 120 in / 30 out)
+Cost                        $0.0054 (graders $0.0024)
+Duration                    42.00 s
+started 2026-11-29T12:00:00+00:00
 Stopped: the budget of $0.005 ran out after 3 of 6 trials
 """)
 

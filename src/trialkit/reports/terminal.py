@@ -7,14 +7,13 @@ sequence in an output cannot restyle or clear the terminal.
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console, Group
 from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
+from trialkit.reports._table import Column, print_figures, print_line, print_table
 from trialkit.score import Assertion, Verdict
 
 OUTPUT_EXCERPT_CHARS = 400
@@ -50,25 +49,25 @@ def render_terminal(report: Report, console: Console, *, details: bool = True) -
         rest = worst_first[MAX_DETAILED_TASKS:]
         if rest:
             names = ", ".join(f.escape_controls(t.id) for t in rest)
-            console.print(
-                _plain(
-                    f"… and {len(rest)} more tasks with non-passing trials: {names} "
-                    f"(see `trialkit report {report.run.id} --format md`)",
-                    style="dim",
-                )
+            more = (
+                f"… and {len(rest)} more tasks with non-passing trials: {names} "
+                f"(see `trialkit report {report.run.id} --format md`)"
             )
-    console.print(_task_table(report))
-    console.print(_summary_table(report))
+            print_line(console, _plain(more, style="dim"))
+        console.print()
+    _print_tasks(report, console)
+    console.print()
+    _print_summary(report, console)
     s = report.summary
     if s.pending:
         line = f"Pending review: {s.pending} of {s.trials} trials (trialkit review {report.run.id})"
-        console.print(_plain(line, style="bold magenta"))
+        print_line(console, _plain(line, style="bold magenta"))
     ending = f.run_ending(report)
     if ending:
-        console.print(_plain(ending[0].upper() + ending[1:], style="bold yellow"))
+        print_line(console, _plain(ending[0].upper() + ending[1:], style="bold yellow"))
     note = f.pass_k_note(report)
     if note:
-        console.print(_plain(note, style="dim"))
+        print_line(console, _plain(note, style="dim"))
 
 
 def _plain(text: str, style: str = "") -> Text:
@@ -88,50 +87,56 @@ def _counts(total: int, counts: f.Counts) -> Text:
     return text
 
 
-def _summary_table(report: Report) -> Table:
-    table = Table(
-        title=_plain(f"trialkit · {f.run_title(report)}", style="bold"),
-        caption=_plain(f.run_started(report)),
-        show_header=False,
-        box=box.SIMPLE,
-    )
-    table.add_column("metric", style="bold")
-    table.add_column("value")
+def _print_summary(report: Report, console: Console) -> None:
+    print_line(console, _plain(f"trialkit · {f.run_title(report)}", style="bold"))
     s = report.summary
-    table.add_row("Tasks", _counts(s.tasks, f.task_counts(s)))
-    table.add_row("Trials", _counts(s.trials, f.trial_counts(s)))
-    for label, value in f.summary_rows(report):
-        table.add_row(Text(label), Text(value))
-    return table
+    rows: list[tuple[Text | str, Text | str]] = [
+        ("Tasks", _counts(s.tasks, f.task_counts(s))),
+        ("Trials", _counts(s.trials, f.trial_counts(s))),
+        *f.summary_rows(report),
+    ]
+    print_figures(console, rows)
+    print_line(console, _plain(f.run_started(report)))
 
 
-def _task_table(report: Report) -> Table:
+def _print_tasks(report: Report, console: Console) -> None:
     k = f.max_k(report)
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("Task", overflow="fold", min_width=16)
-    table.add_column("Kind", no_wrap=True)
-    table.add_column("Verdict", no_wrap=True)
-    table.add_column("Passed", justify="right", no_wrap=True)
+    columns = [
+        Column("Task"),
+        Column("Kind", drop=6),
+        Column("Verdict", drop=1),
+        Column("Passed", justify="right", drop=1),
+    ]
     if k is not None:
-        table.add_column(f"pass@{k}", justify="right")
-        table.add_column(f"pass^{k}", justify="right")
-    table.add_column("Notes")
+        columns.append(Column(f"pass@{k}", justify="right", drop=3))
+        columns.append(Column(f"pass^{k}", justify="right", drop=4))
+    columns.append(Column("Notes", fit="words", drop=2))
+    rows = []
     for task in report.tasks:
         row = [_plain(task.id), Text(task.kind.value), _verdict(task.verdict)]
         row.append(Text(f.trials_passed(task)))
         if k is not None:
             row.append(Text(f.percent(task.pass_at_k.get(k))))
             row.append(Text(f.percent(task.pass_hat_k.get(k))))
-        notes = Text()
-        if task.flaky:
-            notes.append("flaky", style="yellow")
-        if task.expect == "failure":
-            notes.append((", " if notes else "") + "expects failure")
-        if task.pending:
-            notes.append((", " if notes else "") + f"{task.pending} pending review")
-        row.append(notes)
-        table.add_row(*row)
-    return table
+        rows.append([*row, _notes(task)])
+    print_table(console, columns, rows)
+
+
+def _notes(task: TaskReport) -> Text:
+    """What the other cells do not say, among them the trials that were not decided: the
+    passed count is of all trials, pass@k of the decided ones."""
+    notes = []
+    if task.flaky:
+        notes.append(Text("flaky", style="yellow"))
+    if task.expect == "failure":
+        notes.append(Text("expects failure"))
+    if task.pending:
+        notes.append(Text(f"{task.pending} pending review"))
+    undecided = [(task.errors, Verdict.ERROR), (task.unknown, Verdict.UNKNOWN)]
+    for n, verdict in undecided:
+        if n:
+            notes.append(Text(f"{n} {f.COUNT_WORDS[verdict]}", style=STYLES[verdict]))
+    return Text(", ").join(notes)
 
 
 def _task_details(task: TaskReport) -> Group:
