@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import os
@@ -17,9 +18,11 @@ from pathlib import Path
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 import pytest
+from click.testing import CliRunner
 
 from tests.store.conftest import BACKENDS, postgres_admin, postgres_schema_url
 from trialkit import Suite, Task, graders, run_sync
+from trialkit.cli.main import cli
 from trialkit.reports.html import CSP
 from trialkit.store import Store
 from trialkit.store.urls import sqlite_url
@@ -405,6 +408,73 @@ def test_a_port_in_use_is_a_clear_error(store: Store, db_url: str) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "--port 0" in result.stderr
     assert time.monotonic() - started < 60
     assert len(store.list_runs()) == 2  # nothing was touched
+
+
+def view(db_url: str, *args: str) -> tuple[int, str]:
+    """`trialkit view ARGS` in this process (for the errors before it serves)."""
+    result = CliRunner().invoke(cli, ["view", *args, "--store", db_url])
+    return result.exit_code, result.stderr
+
+
+def test_a_host_not_of_this_machine_names_the_host_option(store: Store, db_url: str) -> None:
+    code, err = view(db_url, "--host", "192.0.2.1", "--port", "0")  # TEST-NET-1: nobody's
+
+    assert code == 2
+    assert err == (
+        "error: cannot listen on 192.0.2.1:0: Cannot assign requested address; --host "
+        "'192.0.2.1' is not an address of this machine: use 127.0.0.1 (the default), ::1, or "
+        "an address of one of its network interfaces (0.0.0.0: all)\n"
+    )
+    assert "--port" not in err
+
+
+@pytest.mark.parametrize(
+    ("error", "advice"),
+    [
+        (
+            socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
+            "--host 'nowhere' is not an address of this machine: use 127.0.0.1 (the default)",
+        ),
+        (
+            OSError(errno.EADDRINUSE, "Address already in use"),
+            "another program uses port 80: choose another --port, or --port 0",
+        ),
+        (
+            PermissionError(errno.EACCES, "Permission denied"),
+            "ports below 1024 need privileges: use --port 8765, or --port 0",
+        ),
+        (OSError(errno.ENOBUFS, "No buffer space available"), "check --host and --port"),
+    ],
+)
+def test_each_listen_error_names_its_option_and_a_fix(
+    store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, error: OSError, advice: str
+) -> None:
+    """A name that does not resolve is faked: resolving it for real would ask the network."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr("trialkit.view.ViewServer", refuse)
+
+    code, err = view(db_url, "--host", "nowhere", "--port", "80")
+
+    assert code == 2
+    assert err.startswith(f"error: cannot listen on nowhere:80: {error.strerror}; {advice}")
+    assert err.count("\n") == 1
+
+
+def test_it_listens_on_an_ipv6_address(store: Store) -> None:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with ViewServer(store, host="::1") as server:
+        assert server.url == f"http://[::1]:{server.port}/"
+        conn = http.client.HTTPConnection("::1", server.port, timeout=30)
+        conn.request("GET", "/api/runs")
+        assert conn.getresponse().status == 200
+        conn.close()
 
 
 def test_pages_of_a_run_still_going_reload_themselves(tmp_path: Path) -> None:

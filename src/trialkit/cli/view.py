@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import click
 
 from trialkit.cli._common import debug_option, fail, handle_errors, open_store, store_option
@@ -37,7 +40,7 @@ def view_command(
         try:
             server = ViewServer(store, host=host, port=port)
         except OSError as exc:
-            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; try --port 0")
+            fail(listen_error(host, port, exc))
         click.echo(f"trialkit view: {server.url} (store {store.url}); Ctrl-C stops it", err=True)
         click.echo(server.url)  # alone on stdout, for scripts
         if open_browser:
@@ -50,3 +53,18 @@ def view_command(
             pass
         finally:
             server.close()
+
+
+def listen_error(host: str, port: int, exc: OSError) -> str:
+    """Why the viewer cannot listen, naming the option at fault and a value that works."""
+    where = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"{where}; --host {host!r} is not an address of this machine: use 127.0.0.1 (the "
+            "default), ::1, or an address of one of its network interfaces (0.0.0.0: all)"
+        )
+    if exc.errno == errno.EADDRINUSE:
+        return f"{where}; another program uses port {port}: choose another --port, or --port 0"
+    if exc.errno == errno.EACCES:
+        return f"{where}; ports below 1024 need privileges: use --port 8765, or --port 0"
+    return f"{where}; check --host and --port"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import socket
 import threading
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -55,6 +56,12 @@ class Response:
     content_type: str = "text/html; charset=utf-8"
 
 
+class _IPv6Server(ThreadingHTTPServer):
+    """On an IPv6 address such as ::1 (the standard library's server listens on IPv4)."""
+
+    address_family = socket.AF_INET6
+
+
 class NotFound(LookupError):
     """Nothing at this address: 404, with a message."""
 
@@ -73,7 +80,8 @@ class ViewServer:
     def __init__(self, store: Store, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.store = store
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+        server = _IPv6Server if ":" in host else ThreadingHTTPServer
+        self.httpd = server((host, port), _handler(self))
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
