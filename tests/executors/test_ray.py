@@ -28,6 +28,8 @@ from trialkit.executors import WorkerError
 from trialkit.loaders.target import load_target
 from trialkit.models.cassette import CacheMode, Cassette
 from trialkit.report import Report
+from trialkit.store import Store
+from trialkit.task import SuiteError
 
 RAY_ADDRESS_VAR = "TRIALKIT_TEST_RAY_ADDRESS"
 REQUIRE_RAY_VAR = "TRIALKIT_REQUIRE_RAY"
@@ -145,8 +147,10 @@ def test_a_suite_that_does_not_load_on_the_actors_is_a_clear_error(
 ) -> None:
     suite = load_target(f"{suite_file}:mixed")
     suite_file.write_text("raise RuntimeError('broken on the cluster')\n")  # after loading here
+    store = Store("sqlite://")
     with pytest.raises(WorkerError, match=r"could not load the suite.*broken on the cluster"):
-        run(suite, executor="ray", workers=1)
+        run(suite, executor="ray", workers=1, store=store)
+    assert store.list_runs() == []  # executors start before the run is stored
 
 
 def test_a_cassette_recorded_on_ray_replays_here(
@@ -220,8 +224,10 @@ def test_without_ray_the_error_names_the_extra(
     suite_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
-    with pytest.raises(WorkerError, match=r"pip install 'trialkit\[ray\]'"):
-        run(load_target(f"{suite_file}:mixed"), executor="ray")
+    store = Store("sqlite://")
+    with pytest.raises(SuiteError, match=r"pip install 'trialkit\[ray\]'; nothing was run$"):
+        run(load_target(f"{suite_file}:mixed"), executor="ray", store=store)
+    assert store.list_runs() == []  # nothing stored: no empty "interrupted" run
 
 
 def test_runs_at_once_share_the_ray_they_connected_to(

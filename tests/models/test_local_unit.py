@@ -28,7 +28,7 @@ def test_a_missing_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> N
     without(monkeypatch, "llama_cpp")
     with pytest.raises(
         UnknownModel,
-        match=r"^local models need llama.cpp's server; "
+        match=r"^local/smollm2: local models need llama.cpp's server; "
         r"pip install 'trialkit\[local\]'$",
     ):
         preflight("local/smollm2")

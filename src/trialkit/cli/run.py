@@ -284,9 +284,8 @@ def run_command(
     progress: Progress | None = None
     if not (no_progress or quiet):
         progress = progress_for(err_console)
-    store = open_store(store_url, create=True)
     options: dict[str, Any] = {
-        "store": store,
+        "store": None,  # opened once the run is known to be able to work: see below
         "trials": trial_count,
         "adaptive": adaptive,
         "timeout": timeout,
@@ -317,10 +316,15 @@ def run_command(
                 f"--models does not go with {', '.join(refused)}: each model gets its own run; "
                 "`trialkit report RUN` writes any run's reports"
             )
+        from trialkit.matrix import check_models_runs
+
+        chosen = parse_models(models)
+        check_models_runs(suite, chosen, concurrency=concurrency, name=name, **options)
+        options["store"] = store = open_store(store_url, create=True)
         try:
             code = run_matrix(
                 suite,
-                parse_models(models),
+                chosen,
                 concurrency=concurrency,
                 name=name,
                 progress=progress,
@@ -332,7 +336,6 @@ def run_command(
             store.close()
         sys.exit(code)
     runner = Runner(
-        store=store,
         concurrency=concurrency,
         trials=trial_count,
         adaptive=adaptive,
@@ -351,9 +354,14 @@ def run_command(
     )
     if retry_errors and resume_ref is None:
         fail("--retry-errors needs --resume RUN")
-    resume = store.resolve_run(resume_ref) if resume_ref is not None else None
-    if resume is None:
-        runner.plan(suite)  # a bad selection is exit 2 before anything is stored
+    if resume_ref is None:
+        runner.check(suite)  # a run that cannot work is exit 2 before anything is stored
+    runner.store = store = open_store(store_url, create=resume_ref is None)
+    try:
+        resume = store.resolve_run(resume_ref) if resume_ref is not None else None
+    except BaseException:
+        store.close()
+        raise
     try:
         report = anyio.run(
             functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors)

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_MAX_TOKENS = 1024
+ANTHROPIC_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+"""Where the SDK finds credentials when none is passed (the second as a bearer token)."""
 """The Messages API requires `max_tokens`; this is sent when the request sets none."""
 
 STOP_REASONS = {
@@ -98,6 +100,16 @@ class AnthropicModel(Model):
     @property
     def supports_structured_output(self) -> bool:
         return False
+
+    def unavailable(self, *, replaying: bool = False) -> str | None:
+        if replaying or self._client is not None or self.base_url is not None:
+            return None
+        if self._api_key or any(os.environ.get(v) for v in ANTHROPIC_KEY_VARIABLES):
+            return None
+        return (
+            f"{self.id}: no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL to use a "
+            "compatible server)"
+        )
 
     @property
     def client(self) -> AsyncAnthropic:

@@ -172,6 +172,15 @@ class Model:
     def supports_structured_output(self) -> bool:
         return False
 
+    def unavailable(self, *, replaying: bool = False) -> str | None:
+        """Why this model cannot be called here (a missing key, package or file), or `None`.
+
+        Asked before a run starts, so that a run whose model cannot work stops at once with
+        one line instead of erroring every trial. `replaying`: every call will come from a
+        cassette, so what only a live call needs (a key, weights) is not asked for.
+        """
+        return None
+
     async def aclose(self) -> None:
         """Release connections; called when the run ends."""
 

@@ -250,6 +250,11 @@ class Cassette:
     def path_for(self, model_id: str, key: str) -> Path:
         return self.root / _model_dir(model_id) / key[:2] / f"{key}.json"
 
+    def has_recordings(self, model_id: str) -> bool:
+        """Whether any call of `model_id` is recorded here (a replay may then need no model)."""
+        folder = self.root / _model_dir(model_id)
+        return folder.is_dir() and next(folder.glob("*/*.json"), None) is not None
+
     def lookup(
         self,
         model_id: str,

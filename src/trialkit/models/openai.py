@@ -106,6 +106,16 @@ class OpenAIModel(Model):
     def supports_structured_output(self) -> bool:
         return True
 
+    def unavailable(self, *, replaying: bool = False) -> str | None:
+        if replaying or self._client is not None or self.base_url is not None:
+            return None
+        if self._api_key or os.environ.get("OPENAI_API_KEY"):
+            return None
+        return (
+            f"{self.id}: no API key: set OPENAI_API_KEY (or OPENAI_BASE_URL to use a compatible "
+            "server)"
+        )
+
     @property
     def client(self) -> AsyncOpenAI:
         """The SDK client, made on first use (so a model can be named without a key)."""

@@ -14,6 +14,10 @@ class UnknownModel(ValueError):
     """A model id that names no provider trialkit knows."""
 
 
+class ModelUnavailable(UnknownModel):
+    """A known model that cannot be called here: its SDK, key, extra or weights are missing."""
+
+
 def get_model(
     model: str | Model,
     *,
@@ -48,21 +52,24 @@ def check_model_id(model_id: str) -> None:
         )
 
 
-def preflight(model_id: str, *, replaying: bool = False) -> None:
-    """Fail before a run starts when `model_id` cannot be called here (exit 2, not N errors).
+def preflight(model: str | Model, *, replaying: bool = False) -> None:
+    """Refuse, before a run starts, a model that cannot be called here: an unknown id, a
+    provider SDK that is not installed, no API key, for `local/...` the extra or the weights
+    missing (DESIGN §6: exit 2, nothing stored, instead of every trial erroring).
 
-    Checks the id, and for `local/...` that the weights and llama.cpp are installed (unless
-    every call will be replayed from a cassette).
+    `replaying`: every call will come from a cassette, so only what building the model needs
+    is checked (an SDK, but no key, weights or llama.cpp).
     """
-    check_model_id(model_id)
-    provider, _, name = model_id.partition("/")
-    if provider == "local" and not replaying:
-        from trialkit.models.local import LocalModelError, check_local
-
+    if isinstance(model, str):
+        check_model_id(model)
         try:
-            check_local(name)
-        except LocalModelError as exc:
-            raise UnknownModel(str(exc)) from None
+            model = _provider_model(model, {})
+        except ImportError as exc:
+            raise ModelUnavailable(str(exc)) from None
+    inner = model.inner if isinstance(model, ManagedModel) else model
+    problem = inner.unavailable(replaying=replaying)
+    if problem is not None:
+        raise ModelUnavailable(problem)
 
 
 def _provider_model(model_id: str, options: dict[str, Any]) -> Model:
