@@ -6,14 +6,17 @@ floor: the interpreter's own start-up. `trialkit runs` reads an empty SQLite sto
 first in a temporary folder (which is also the working directory, so no `.trialkit/` of yours
 is touched). Usage:
 
-    python benchmarks/cli_startup.py                     # 21 rounds, the installed trialkit
+    python benchmarks/cli_startup.py                  # 21 rounds of the installed trialkit
     python benchmarks/cli_startup.py --runs 51
-    python benchmarks/cli_startup.py --tree /tmp/old     # also a checkout (its src/ goes first
-                                                         # on PYTHONPATH), in the same rounds
+    python benchmarks/cli_startup.py --tree /tmp/old  # and the src/ of another checkout
+
+A `--tree` is timed in the same rounds, with its src/ first on PYTHONPATH (make one with
+`git archive COMMIT src | tar -x -C /tmp/old`).
 
 Wall time is from starting the process to its exit; CPU is its user + system time (less
-sensitive than wall time to other work on the machine). Figures are reported in
-docs/performance.md; nothing here is asserted in tests.
+sensitive than wall time to other work on the machine). Bytecode is cached in the temporary
+folder, as it would be for an installed package. Figures are reported in docs/performance.md;
+nothing here is asserted in tests.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def commands(url: str) -> dict[str, list[str]]:
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
         'python -c "import trialkit"': [sys.executable, "-c", "import trialkit"],
+        # The whole public API, which a suite file or a script using trialkit loads.
+        'python -c "from trialkit import *"': [sys.executable, "-c", "from trialkit import *"],
         "trialkit --version": [*trialkit, "--version"],
         "trialkit --help": [*trialkit, "--help"],
         "trialkit runs": [*trialkit, "runs", "--store", url],
@@ -59,9 +64,14 @@ def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, fl
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def environment(tree: Path | None) -> dict[str, str]:
+def environment(tree: Path | None, cache: Path) -> dict[str, str]:
+    """The children's environment: bytecode cached in `cache` (the first run writes it), as
+    for an installed package, even where PYTHONDONTWRITEBYTECODE is set or the tree is
+    read-only; `tree`'s src/ first on the path."""
     env = dict(os.environ)
     env.pop("TRIALKIT_STORE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
     if tree is not None:
         src = str((tree / "src").resolve())
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
@@ -77,10 +87,11 @@ def main() -> None:
     args = parser.parse_args()
     trees: dict[str, Path | None] = {"installed": None}
     trees.update({str(tree): tree for tree in args.tree})
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         url = f"sqlite:///{folder / 'trialkit.db'}"
-        envs = {label: environment(tree) for label, tree in trees.items()}
+        envs = {label: environment(tree, folder / "pycache") for label, tree in trees.items()}
         for env in envs.values():
             subprocess.run([sys.executable, "-c", CREATE_STORE, url], env=env, check=True)
         todo = [
@@ -92,7 +103,7 @@ def main() -> None:
         figures: dict[tuple[str, str], list[tuple[float, float]]] = {
             (label, name): [] for label, name, _ in todo
         }
-        for label, _, command in todo:  # once each first, so files are in the page cache
+        for label, _, command in todo:  # once each first: bytecode cached, files in memory
             timed(command, envs[label], folder)
         for _ in range(args.runs):
             for label, name, command in todo:
@@ -101,14 +112,15 @@ def main() -> None:
     program = commands(url)["trialkit runs"][0]
     print(f"{args.runs} runs each, seconds: median wall (min-max), wall over `python -c pass`,")
     print(f"median CPU. Python {sys.version.split()[0]}, trialkit run as {program}")
+    print(f"load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     width = max(len(label) for label in trees)
-    print(f"{'tree':<{width}}  {'command':<28} {'wall':>21} {'over pass':>9} {'CPU':>6}")
+    print(f"{'tree':<{width}}  {'command':<34} {'wall':>21} {'over pass':>9} {'CPU':>6}")
     for (label, name), runs in figures.items():
         walls = sorted(wall for wall, _ in runs)
         wall = statistics.median(walls)
         cpu = statistics.median(c for _, c in runs)
         spread = f"{wall:.3f} ({walls[0]:.3f}-{walls[-1]:.3f})"
-        print(f"{label:<{width}}  {name:<28} {spread:>21} {wall - floor:>9.3f} {cpu:>6.3f}")
+        print(f"{label:<{width}}  {name:<34} {spread:>21} {wall - floor:>9.3f} {cpu:>6.3f}")
 
 
 if __name__ == "__main__":
