@@ -31,15 +31,16 @@ Cell = str | Text
 GAP = 2
 """Spaces between two columns."""
 FOLD_MIN = 16
-"""The narrowest a column that wraps is made, unless all its cells are narrower."""
+"""The narrowest a `fold` or `cut` column is made, unless all its cells are narrower."""
 
 
 @dataclass(frozen=True)
 class Column:
     header: str
     fit: Fit = "whole"
-    """`whole`: never wrapped (ids, figures); `words`: wraps between words only; `fold`: wraps
-    anywhere (names, notes); `cut`: one line, cut with "…" where the column ends."""
+    """`whole`: never wrapped (ids, figures); `words`: wraps between words only (short phrases,
+    text naming ids); `fold`: wraps between words, and inside a word too long for the column
+    (names, notes); `cut`: one line, cut with "…" where the column ends."""
     drop: int = 0
     """0: always shown. Otherwise the column may go when space is short, the highest first;
     columns of the same number are shown together or not at all."""
@@ -107,17 +108,16 @@ def fit_widths(
     widths = {i: least[i] for i in shown}
     spare = width - total(shown)
     by_importance = sorted(shown, key=lambda i: columns[i].drop)
-    # Room goes to the cells first, then to headers. Columns with short headers get room for
+    # Room goes first to the headers of figures (short, and they read badly wrapped), then to
+    # the cells that wrap, then to the other headers. Columns with short headers get room for
     # their long ones only if all of them then fit on a line, so they read alike.
-    for i in by_importance:
-        grow = min(spare, most[i] - widths[i])
-        widths[i] += grow
-        spare -= grow
-    for i in by_importance:
-        if columns[i].short is None:
-            grow = min(spare, wide[i] - widths[i])
-            widths[i] += grow
-            spare -= grow
+    figures = [i for i in by_importance if columns[i].fit == "whole" and not columns[i].short]
+    for limit, order in ((wide, figures), (most, by_importance), (wide, by_importance)):
+        for i in order:
+            if columns[i].short is None or limit is most:
+                grow = max(0, min(spare, limit[i] - widths[i]))
+                widths[i] += grow
+                spare -= grow
     with_short = [i for i in shown if columns[i].short is not None]
     if sum(wide[i] - widths[i] for i in with_short) <= spare:
         for i in with_short:
@@ -130,10 +130,10 @@ def _least(column: Column, texts: list[Text], header: bool) -> int:
     least = _longest_word(heading) if header else 0
     if column.fit == "whole":
         content = max((_widest(t) for t in texts), default=0)
+    elif column.fit == "words":
+        content = max((_longest_word(t.plain) for t in texts), default=0)
     else:
         content = min(max((_widest(t) for t in texts), default=0), FOLD_MIN)
-        if column.fit == "words":
-            content = max([content, *(_longest_word(t.plain) for t in texts)])
     return max(least, content, 1)
 
 

@@ -169,7 +169,7 @@ def _task_columns(health: SuiteHealth) -> list[Column]:
         Column("Undecided", justify="right", drop=7),
         Column("By run", drop=4),
         Column("Trend", justify="right", drop=5),
-        Column("Health", fit="words", drop=3),
+        Column("Health", fit="fold", drop=3),
     ]
 
 

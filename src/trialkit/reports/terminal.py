@@ -110,7 +110,7 @@ def _print_tasks(report: Report, console: Console) -> None:
     if k is not None:
         columns.append(Column(f"pass@{k}", justify="right", drop=3))
         columns.append(Column(f"pass^{k}", justify="right", drop=4))
-    columns.append(Column("Notes", fit="words", drop=2))
+    columns.append(Column("Notes", fit="fold", drop=2))
     rows = []
     for task in report.tasks:
         row = [_plain(task.id), Text(task.kind.value), _verdict(task.verdict)]
