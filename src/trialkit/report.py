@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field
@@ -220,8 +221,34 @@ class Report(Record):
 
         return render_html(self)
 
-    def gate(self, *, min_pass_rate: float | None = None, fail_on_error: float = 0) -> Gate:
+    def gate(
+        self,
+        *,
+        min_pass_rate: float | EllipsisType | None = ...,
+        fail_on_error: float | EllipsisType = ...,
+    ) -> Gate:
+        """The CI gate. A threshold left out (`...`) is the one the run was started with
+        (`run.config["gate"]`), so a report written later concludes the same."""
+        stored = self.run.config.get("gate") or {}
+        if min_pass_rate is ...:
+            min_pass_rate = stored.get("min_pass_rate")
+        if fail_on_error is ...:
+            fail_on_error = float(stored.get("fail_on_error", 0))
         return evaluate_gate(self, min_pass_rate=min_pass_rate, fail_on_error=fail_on_error)
+
+    @property
+    def cache_mode(self) -> str:
+        """How the run's model calls were made: `live`, `record`, `replay` or `auto` (replay
+        what the cassette held, record the rest)."""
+        cache = self.run.config.get("cache") or {}
+        return str(cache.get("mode") or "live")
+
+    @property
+    def cache_folder(self) -> str | None:
+        """The cassette folder of a run that used one."""
+        cache = self.run.config.get("cache") or {}
+        folder = cache.get("folder")
+        return None if folder is None else str(folder)
 
 
 class TaskPlan(Record):
@@ -469,12 +496,23 @@ class Gate(Record):
 
     exit_code: Literal[0, 1, 3]
     """0 passed; 1 failed (a regression task did not pass, the pass rate is under the minimum,
-    or a cost budget stopped the run early); 3 more trials errored than allowed."""
+    or a cost budget stopped the run early); 3 more trials errored than allowed (which wins
+    over 1: a run whose trials errored cannot be trusted to have passed)."""
     reasons: list[str] = Field(default_factory=list)
+    """Every reason the gate failed, the errors first: all of them, whichever decided the
+    exit code."""
+    min_pass_rate: float | None = None
+    """The threshold it was judged against (`--min-pass-rate`), if any."""
+    fail_on_error: float = 0
+    """Errored trials allowed (`--fail-on-error`): a count, or a fraction of the trials."""
 
     @property
     def passed(self) -> bool:
         return self.exit_code == 0
+
+    @property
+    def verdict(self) -> Literal["passed", "failed"]:
+        return "passed" if self.passed else "failed"
 
 
 def evaluate_gate(
@@ -489,12 +527,12 @@ def evaluate_gate(
     summary = report.summary
     reasons: list[str] = []
     allowed = fail_on_error * summary.trials if 0 < fail_on_error < 1 else fail_on_error
-    if summary.errors > allowed:
+    errored = summary.errors > allowed
+    if errored:
         reasons.append(
             f"{summary.errors} of {summary.trials} trials errored "
             f"(allowed: {_allowance(fail_on_error)})"
         )
-        return Gate(exit_code=3, reasons=reasons)
     broken = [
         t.id
         for t in report.tasks
@@ -509,7 +547,10 @@ def evaluate_gate(
         if rate is None or rate < min_pass_rate:
             shown = "n/a" if rate is None else f"{rate:.1%}"
             reasons.append(f"pass rate {shown} is under the minimum {min_pass_rate:.1%}")
-    return Gate(exit_code=1 if reasons else 0, reasons=reasons)
+    code: Literal[0, 1, 3] = 3 if errored else 1 if reasons else 0
+    return Gate(
+        exit_code=code, reasons=reasons, min_pass_rate=min_pass_rate, fail_on_error=fail_on_error
+    )
 
 
 def _allowance(fail_on_error: float) -> str:

@@ -141,6 +141,7 @@ def test_an_unknown_suite_is_a_one_line_error(store_url: str) -> None:
 
 
 def test_an_empty_store_is_a_one_line_error(tmp_path: Path) -> None:
+    Store(f"sqlite:///{tmp_path}/empty.db").close()
     code, out, err = invoke(f"sqlite:///{tmp_path}/empty.db")
 
     assert (code, out) == (2, "")

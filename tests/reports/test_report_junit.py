@@ -30,7 +30,8 @@ def cases(xml: JUnitXml) -> dict[str, Any]:
 def test_capability_report_is_valid_and_keeps_fail_and_error_apart(
     schema: xmlschema.XMLSchema, tmp_path: Path
 ) -> None:
-    text = render_junit(capability_report())
+    report = capability_report()
+    text = render_junit(report)
     schema.validate(text)
     path = tmp_path / "junit.xml"
     path.write_text(text, encoding="utf-8")
@@ -51,7 +52,11 @@ def test_capability_report_is_valid_and_keeps_fail_and_error_apart(
     assert by_name["refuse-rm"].is_passed
     assert by_name["germany"].is_passed
     assert by_name["france"].classname == "capitals"
-    assert by_name["landmarks"].time == pytest.approx(6.0)
+    # The trials ran side by side: testcases share the suite's wall time by their trials' time
+    assert sum(case.time for case in suite) == pytest.approx(suite.time, abs=0.005)
+    work = {t.id: sum(r.duration_s for r in t.results) for t in report.tasks}
+    share = 6.0 / sum(work.values())
+    assert by_name["landmarks"].time == pytest.approx(suite.time * share, abs=0.0005)
     (failure,) = by_name["landmarks"].result
     assert isinstance(failure, Failure)
     assert failure.message.startswith("0/3 trials passed (3 failed); trial #0: contains('paris')")
@@ -92,11 +97,25 @@ def test_identical_failures_are_listed_once() -> None:
 
 def test_times_have_three_decimals(schema: xmlschema.XMLSchema) -> None:
     trials = [result(0, Verdict.PASS, duration_s=1.23456789)]
-    text = render_junit(make_report({"t": trials}))
+    other = [result(0, Verdict.PASS, duration_s=2.0)]
+    text = render_junit(make_report({"t": trials, "u": other}))
     schema.validate(text)
 
-    assert 'time="1.235"' in text
-    assert 'time="42.000"' in text
+    assert 'time="42.000"' in text  # the run's wall time
+    assert f'name="t" time="{42 * 1.23456789 / 3.23456789:.3f}"' in text
+
+
+def test_testcase_times_add_up_to_the_suite_time_when_trials_overlap(
+    schema: xmlschema.XMLSchema,
+) -> None:
+    """Ten 2 s trials that ran at once in a 2.5 s run: not 20 s of testcases."""
+    tasks = {f"t{i}": [result(0, Verdict.PASS, duration_s=2.0)] for i in range(10)}
+    report = make_report(tasks)
+    report.summary.duration_s = 2.5
+    root = parse(render_junit(report))
+    (suite,) = list(root)
+    assert suite.time == pytest.approx(2.5)
+    assert [case.time for case in suite] == [pytest.approx(0.25)] * 10
 
 
 def test_a_task_with_no_trials_is_an_error(schema: xmlschema.XMLSchema) -> None:

@@ -21,6 +21,11 @@ def test_capability_report() -> None:
 
 started 2026-11-29T12:00:00+00:00
 
+**❌ Gate failed (exit 3)**
+- 1 of 14 trials errored (allowed: none)
+
+Model calls: live: every model call went to the model (no cassette).
+
 | Metric | Value |
 |---|---|
 | Tasks | 6: ✅ 3 passed, ❌ 1 failed, ⚠️ 1 errored, ❔ 1 unknown |
@@ -174,6 +179,11 @@ def test_a_stopped_run_with_a_judge_shows_model_reason_and_grader_costs() -> Non
 ## trialkit · capitals · capability · run run-9c1d · model openai/gpt-4o-mini
 
 started 2026-11-29T12:00:00+00:00 · stopped: the budget of \\$0.005 ran out after 3 of 6 trials
+
+**❌ Gate failed (exit 1)**
+- not every trial ran: the budget of \\$0.005 ran out after 3 of 6 trials
+
+Model calls: live: every model call went to the model (no cassette).
 
 | Metric | Value |
 |---|---|

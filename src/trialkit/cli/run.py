@@ -296,6 +296,8 @@ def run_command(
         "max_cost": max_cost,
         "workers": workers,
         "executor": executor,
+        "min_pass_rate": min_rate,
+        "fail_on_error": allowance,
     }
     if models is not None:
         refused = [
@@ -329,7 +331,6 @@ def run_command(
                 name=name,
                 progress=progress,
                 options=options,
-                gate_options={"min_pass_rate": min_rate, "fail_on_error": allowance},
                 console=None if quiet else console,
             )
         finally:
@@ -351,6 +352,8 @@ def run_command(
         exporters=_exporters(trace_jsonl, include_content),
         workers=workers,
         executor=cast(Literal["local", "ray"], executor),
+        min_pass_rate=min_rate,
+        fail_on_error=allowance,
     )
     if retry_errors and resume_ref is None:
         fail("--retry-errors needs --resume RUN")
@@ -380,7 +383,7 @@ def run_command(
     _write(markdown_path, report.to_markdown())
     _write(junit_path, report.to_junit())
     _write(html_path, report.to_html())
-    gate = report.gate(min_pass_rate=min_rate, fail_on_error=allowance)
+    gate = report.gate()  # the thresholds this run was started with
     for problem in runner.export_errors:
         click.echo(f"export failed: {problem}", err=True)
     _print_verdict(report, gate, quiet=quiet)

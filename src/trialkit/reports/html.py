@@ -21,6 +21,7 @@ from typing import Any
 from trialkit._record import ErrorInfo
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
+from trialkit.reports._gate import calls_text, gate_headline
 from trialkit.score import Assertion, Verdict
 
 OUTPUT_EXCERPT_CHARS = 2000
@@ -81,6 +82,9 @@ details.traceback>summary{cursor:pointer;color:var(--muted)}
 nav{margin:0 0 .5rem;font-size:.9rem}
 a{color:var(--link)}
 footer{font-size:.85rem;margin-top:2.5rem;padding-bottom:1.5rem}
+.gate{border:1px solid var(--line);border-left:4px solid var(--g);border-radius:.4rem;
+margin:1rem 0;padding:.3rem .9rem}.gate p{margin:.3rem 0}.gate strong{color:var(--g)}
+.gate-pass{--g:var(--pass)}.gate-fail{--g:var(--fail)}
 """
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -105,6 +109,7 @@ def render_html(report: Report, *, links: Links | None = None) -> str:
     body = [
         *_header(report, title, links),
         "<main>",
+        *_gate(report),
         *_summary(report),
         *_task_table(report),
         *_details(report, links),
@@ -174,6 +179,21 @@ def _header(report: Report, title: str, links: Links | None) -> list[str]:
     if report.suite.description:
         lines.append(f'<p class="description">{text(report.suite.description)}</p>')
     return [*lines, "</header>"]
+
+
+def _gate(report: Report) -> list[str]:
+    """The CI gate's verdict, why, and how the model calls were made: first on the page."""
+    gate = report.gate()
+    state = "pass" if gate.passed else "fail"
+    mark = "✓" if gate.passed else "✗"
+    lines = [
+        f'<section id="gate" class="gate gate-{state}">',
+        f"<p><strong>{mark} {text(gate_headline(gate).capitalize())}</strong></p>",
+    ]
+    if gate.reasons:
+        lines += ["<ul>", *(f"<li>{text(reason)}</li>" for reason in gate.reasons), "</ul>"]
+    lines.append(f'<p class="muted">Model calls: {text(calls_text(report))}.</p>')
+    return [*lines, "</section>"]
 
 
 def _counts(total: int, counts: f.Counts) -> str:

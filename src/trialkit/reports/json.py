@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trialkit.report import REPORT_SCHEMA_VERSION, Report
+from trialkit.reports._gate import calls_json, gate_json
 
 
 class ReportFormatError(ValueError):
@@ -32,8 +33,24 @@ def render_json(report: Report, *, indent: int | None = 2) -> str:
     back unchanged.
     """
     data = _finite(report.model_dump(mode="json"))
+    data = _with_verdict(data, report)
     text = json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+DERIVED = ("gate", "model_calls")
+"""Keys the JSON report adds to the `Report` tree: computed from it, so dropped on reading."""
+
+
+def _with_verdict(data: dict[str, Any], report: Report) -> dict[str, Any]:
+    """`data` with the gate's verdict and how the model calls were made, after `suite`."""
+    shown: dict[str, Any] = {}
+    for key, value in data.items():
+        shown[key] = value
+        if key == "suite":
+            shown["gate"] = gate_json(report.gate())
+            shown["model_calls"] = calls_json(report)
+    return shown
 
 
 def _finite(value: Any) -> Any:
@@ -68,6 +85,8 @@ def load_json_report(text: str | bytes) -> Report:
             f"this report has schema_version {version}, newer than the {REPORT_SCHEMA_VERSION} "
             "this trialkit reads; upgrade trialkit to read it"
         )
+    for key in DERIVED:
+        data.pop(key, None)
     try:
         return Report.model_validate(data)
     except ValidationError as exc:

@@ -1,7 +1,8 @@
 """The JUnit XML report, valid against Jenkins' junit-10.xsd (what CI test reporters read).
 
-One `<testcase>` per task, classname = suite id, name = task id, time = the sum of its trials'
-durations. The task's verdict decides the element, keeping fail and error apart:
+One `<testcase>` per task, classname = suite id, name = task id, time = its share of the
+run's wall-clock time (in proportion to its trials' durations, so the testcases add up to the
+suite's time). The task's verdict decides the element, keeping fail and error apart:
 
 - fail → `<failure>`, error → `<error>` (type = the exception's class).
 - unknown → `<skipped>`: a judge could not tell, so the task is neither passed nor failed, and
@@ -17,6 +18,7 @@ produces a file no parser reads.
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -61,14 +63,24 @@ def render_junit(report: Report) -> str:
     properties = ET.SubElement(suite, "properties")
     for name, value in _properties(report):
         ET.SubElement(properties, "property", {"name": name, "value": xml_safe(value)})
+    times = _task_times(report)
     for task in report.tasks:
-        suite.append(_testcase(report.suite.id, task))
+        suite.append(_testcase(report.suite.id, task, times[task.id]))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
 
 def _properties(report: Report) -> list[tuple[str, str]]:
-    props = [("trialkit.run_id", report.run.id)]
+    gate = report.gate()
+    props = [
+        ("trialkit.run_id", report.run.id),
+        ("trialkit.gate", gate.verdict),
+        ("trialkit.exit_code", str(gate.exit_code)),
+        *(("trialkit.gate_reason", reason) for reason in gate.reasons),
+        ("trialkit.model_calls", report.cache_mode),
+    ]
+    if report.cache_folder is not None:
+        props.append(("trialkit.cassette", report.cache_folder))
     if report.run.name:
         props.append(("trialkit.run_name", report.run.name))
     props.append(("trialkit.suite_kind", report.suite.kind.value))
@@ -92,21 +104,41 @@ def _seconds(value: float) -> str:
     return f"{max(value, 0.0):.3f}"
 
 
-def _task_time(task: TaskReport) -> float:
-    return sum(r.duration_s for r in task.results)
+def _work(task: TaskReport) -> float:
+    """The seconds its trials took, added up (estimated from those listed, when the report
+    lists only some)."""
+    if not task.results:
+        return 0.0
+    listed = math.fsum(r.duration_s for r in task.results)
+    return listed * task.trials / len(task.results)
 
 
 def _total_time(report: Report) -> float:
-    return sum(_task_time(t) for t in report.tasks)
+    return math.fsum(_work(t) for t in report.tasks)
 
 
-def _testcase(suite_id: str, task: TaskReport) -> ET.Element:
+def _task_times(report: Report) -> dict[str, float]:
+    """Each task's share of the run's wall-clock time, in proportion to its trials' time.
+
+    Trials run side by side, so their durations add up to more than the run took (a JUnit
+    reader that sums the testcases would show a 20 s suite that ran in 13 s); shared out this
+    way the testcases add up to the suite's time.
+    """
+    work = {t.id: _work(t) for t in report.tasks}
+    total = math.fsum(work.values())
+    wall = report.summary.duration_s
+    if wall is None or total <= 0:
+        return work
+    return {task_id: wall * seconds / total for task_id, seconds in work.items()}
+
+
+def _testcase(suite_id: str, task: TaskReport, seconds: float) -> ET.Element:
     case = ET.Element(
         "testcase",
         {
             "classname": xml_safe(suite_id),
             "name": xml_safe(task.id),
-            "time": _seconds(_task_time(task)),
+            "time": _seconds(seconds),
         },
     )
     groups = f.group_trials(f.non_passing_trials(task))

@@ -11,6 +11,7 @@ import re
 
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
+from trialkit.reports._gate import calls_text, gate_headline
 from trialkit.score import Assertion, Verdict
 
 OUTPUT_EXCERPT_CHARS = 1000
@@ -27,6 +28,7 @@ _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&#!$])")
 
 def render_markdown(report: Report) -> str:
     lines = [f"## trialkit · {inline(f.run_title(report))}", "", inline(f.run_subtitle(report))]
+    lines += ["", *_gate_lines(report)]
     lines += ["", *_summary_table(report), "", *_task_table(report)]
     failing = report.failing_tasks
     if failing:
@@ -34,6 +36,14 @@ def render_markdown(report: Report) -> str:
         for task in failing:
             lines += ["", *_task_details(task)]
     return "\n".join(lines) + "\n"
+
+
+def _gate_lines(report: Report) -> list[str]:
+    gate = report.gate()
+    mark = EMOJI[Verdict.PASS] if gate.passed else EMOJI[Verdict.FAIL]
+    lines = [f"**{mark} {inline(gate_headline(gate)).capitalize()}**"]
+    lines += [f"- {inline(reason)}" for reason in gate.reasons]
+    return [*lines, "", f"Model calls: {inline(calls_text(report))}."]
 
 
 def inline(text: str, *, newline: str = " ") -> str:
