@@ -74,7 +74,8 @@ class Runner:
     `workers` > 1 runs the trials in that many child processes (see `trialkit.executors`);
     `executor="ray"` runs them in Ray actors (`workers` of them; by default one per CPU of the
     cluster). The suite must then come from `load_target` (or `trialkit run`), so they can
-    load it.
+    load it. `min_pass_rate` and `fail_on_error` are the thresholds of the CI gate
+    (`Report.gate()`), kept with the run so that every report of it states the same verdict.
     """
 
     def __init__(
@@ -98,6 +99,8 @@ class Runner:
         adaptive: Adaptive | None = None,
         workers: int | None = None,
         executor: Literal["local", "ray"] = "local",
+        min_pass_rate: float | None = None,
+        fail_on_error: float = 0,
     ) -> None:
         if adaptive is not None and trials is not None:
             raise ValueError("give either trials or adaptive, not both")
@@ -140,6 +143,9 @@ class Runner:
             judge_model=judge_model,
         )
         self.max_cost = max_cost
+        self.gate = {"min_pass_rate": min_pass_rate, "fail_on_error": fail_on_error}
+        """The thresholds of `Report.gate()`, kept with the run so every report of it (even one
+        written later by `trialkit report`) states the same verdict."""
         self.adaptive = adaptive
         """Sample each task only while it is undecided (see `trialkit.adaptive`)."""
         self.executor = executor
@@ -279,6 +285,8 @@ class Runner:
                 else None,
                 "judge_model": self.settings.judge_model,
                 "max_cost": self.max_cost,
+                "gate": self.gate,
+                "cache": self._cache_config(),
                 **({"workers": self.workers} if self.workers > 1 else {}),
                 **({"executor": "ray"} if self.executor == "ray" else {}),
                 **self._adaptive_config(),
@@ -301,6 +309,16 @@ class Runner:
         results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
         await self._execute(suite, harness, run, suite_info, todo, results, create=create)
         return build_report(run, suite_info, plans, results)
+
+    def _selects(self) -> bool:
+        """Whether only some tasks run (`--task`, `--tag`)."""
+        return bool(self.task_ids or self.tags)
+
+    def _cache_config(self) -> dict[str, Any]:
+        cassette = self.settings.cassette
+        if cassette is None:
+            return {"mode": "live"}
+        return {"mode": cassette.mode.value, "folder": str(cassette.root)}
 
     def _adaptive_config(self) -> dict[str, Any]:
         if self.adaptive is None:
@@ -374,6 +392,7 @@ class Runner:
         run.status = "running"
         run.finished_at = None
         run.config["resumed"] = int(config.get("resumed") or 0) + 1
+        run.config["gate"] = self.gate  # the thresholds of the run that finishes it
         run.config.pop("stop_reason", None)
         await anyio.to_thread.run_sync(store.finish_run, run)
         await self._execute(suite, harness, run, suite_info, todo, {})
@@ -476,7 +495,8 @@ class Runner:
             with anyio.CancelScope(shield=True):
                 await harness.aclose()
             if self.settings.cassette is not None:
-                self.settings.cassette.write_manifest()
+                whole = run.status == "completed" and create is not None and not self._selects()
+                self.settings.cassette.write_manifest(suite.id, complete=whole)
             self._export("on_run_end", run)
 
     def trial_runner(self, run_id: str, suite: Suite, harness: Harness) -> TrialRunner:

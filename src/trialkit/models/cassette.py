@@ -33,7 +33,8 @@ from trialkit._record import Record
 from trialkit.models.base import ModelRequest, ModelResponse, key_of
 
 SCHEMA_VERSION = 1
-MANIFEST = ".last-run.json"  # at the root: the keys the last run used, which `prune` keeps
+MANIFEST = ".last-run.json"  # at the root: the keys each suite's last run used: `prune` keeps them
+MANIFEST_VERSION = 2
 DIFF_LINES = 40
 Kind = Literal["model", "text"]
 Slot = tuple[int, int]  # (trial, occurrence)
@@ -171,6 +172,30 @@ def _load(path: Path) -> _File | None:
         return _File.model_validate(data)
     except ValidationError as exc:
         raise CassetteError(f"{path}: not a cassette recording: {_first_error(exc)}") from exc
+
+
+def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
+    """The manifest's suites: id -> {"written_at", "keys"}; {} when there is none yet.
+
+    A version 1 manifest (one run's keys, no suite) reads as the keys of suite "". Raises
+    `CassetteError` for a file that is not a manifest.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise CassetteError(f"{path}: not a valid manifest ({exc})") from None
+    try:
+        if data["schema_version"] == 1:
+            return {"": {"written_at": data.get("written_at"), "keys": list(data["keys"])}}
+        suites = data["suites"]
+        return {
+            str(suite): {"written_at": entry.get("written_at"), "keys": list(entry["keys"])}
+            for suite, entry in suites.items()
+        }
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise CassetteError(f"{path}: not a valid manifest (no {exc})") from None
 
 
 def _write(path: Path, data: object) -> None:
@@ -333,14 +358,27 @@ class Cassette:
         with self._guard:
             self._used.update(keys)
 
-    def write_manifest(self) -> None:
-        """Write ROOT/.last-run.json, the keys this run used: what `prune` keeps."""
-        if self.mode is not CacheMode.LIVE:
-            self.root.mkdir(parents=True, exist_ok=True)
-            keys, written_at = sorted(self.used_keys()), _now().isoformat()
-            _write(
-                self.root / MANIFEST, {"schema_version": 1, "written_at": written_at, "keys": keys}
-            )
+    def write_manifest(self, suite_id: str = "", *, complete: bool = True) -> None:
+        """Note in ROOT/.last-run.json the keys this run of suite `suite_id` used: what
+        `prune` keeps is every suite's last run, so suites that share a cassette keep each
+        other's recordings.
+
+        A `complete` run (every task, every trial) replaces its suite's keys; a partial one (a
+        selection of tasks, a resumed or interrupted run) adds to them, since the recordings of
+        what it did not run are still in use.
+        """
+        if self.mode is CacheMode.LIVE:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        with _process_lock(self.root):
+            suites = read_manifest(self.root / MANIFEST)
+            keys = self.used_keys()
+            if not complete:
+                keys |= set(suites.get(suite_id, {}).get("keys", ()))
+            suites[suite_id] = {"written_at": _now().isoformat(), "keys": sorted(keys)}
+            every = sorted({key for entry in suites.values() for key in entry["keys"]})
+            manifest = {"schema_version": MANIFEST_VERSION, "keys": every, "suites": suites}
+            _write(self.root / MANIFEST, manifest)
 
     def _lock(self, key: str) -> threading.Lock:
         with self._guard:

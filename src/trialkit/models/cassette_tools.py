@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from trialkit.models.cassette import (
     _load,
     _model_dir,
     find_secret,
+    read_manifest,
 )
 
 
@@ -110,17 +110,16 @@ def _check(path: Path, file: _File) -> Iterator[str]:
 
 
 def prune_cassette(root: str | Path, *, dry_run: bool) -> list[Path]:
-    """Remove the recordings the last run did not use (per ROOT/.last-run.json); return them."""
+    """Remove the recordings that no suite's last run used (per ROOT/.last-run.json); return
+    them."""
     files, manifest = cassette_files(root), Path(root) / MANIFEST
-    try:
-        keys = set(json.loads(manifest.read_text(encoding="utf-8"))["keys"])
-    except FileNotFoundError:
+    suites = read_manifest(manifest)
+    if not suites:
         raise CassetteError(
             f"{root}: no {MANIFEST}, so nothing says which recordings are in use; run once with "
             f"the cassette first (e.g. `trialkit run SUITE --cache {root} --cache-mode replay`)"
-        ) from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CassetteError(f"{manifest}: not a valid manifest ({exc})") from exc
+        )
+    keys = {key for entry in suites.values() for key in entry["keys"]}
     stale = [path for path in files if path.stem not in keys]
     for path in [] if dry_run else stale:
         path.unlink(missing_ok=True)
