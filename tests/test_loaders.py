@@ -48,8 +48,8 @@ def test_named_suite_and_factory(files: Path) -> None:
         ("none.py", "defines no trialkit.Suite at module level"),
         ("two.py:missing", "has no attribute 'missing'"),
         ("two.py:number", "is a int, not a trialkit.Suite"),
-        ("broken.py", "import failed: RuntimeError: oops"),
-        ("badtask.py", "import failed: SuiteError: task 't': trials: must be a whole number"),
+        ("broken.py", "broken.py:1: import failed: RuntimeError: oops"),
+        ("badtask.py", "badtask.py:2: task 't': trials: must be a whole number"),
         ("absent.py", "absent.py: no such file"),
         ("suite.yaml", "suite.yaml: no such file"),
     ],
@@ -58,6 +58,28 @@ def test_bad_targets(files: Path, target: str, message: str) -> None:
     with pytest.raises(TargetError) as info:
         load_suite(str(files / target))
     assert message in str(info.value)
+
+
+def test_errors_in_a_python_suite_name_the_file_and_line(files: Path, tmp_path: Path) -> None:
+    """The line in the suite's own file, however deep in trialkit the error was raised."""
+    cases = {
+        "nested.py": (
+            "from trialkit import Suite, Task, graders\n\n"
+            "suite = Suite(\n    id='s',\n    tasks=[\n        Task(id='ok', input='x'),\n"
+            "        Task(id='bad', input='x', timeout=-1),\n    ],\n)\n",
+            7,
+            "task 'bad': timeout",
+        ),
+        "syntax.py": ("x = 1\ny = (\n", 2, "'(' was never closed"),
+        "typo.py": ("from trialkit import Suite\n\nsuite = Suite(id='s', tsks=[])\n", 3, "tsks"),
+    }
+    for name, (source, line, said) in cases.items():
+        path = tmp_path / name
+        path.write_text(source, encoding="utf-8")
+        with pytest.raises(TargetError) as info:
+            load_suite(str(path))
+        assert str(info.value).startswith(f"{path}:{line}: "), str(info.value)
+        assert said in str(info.value)
 
 
 def test_module_targets() -> None:

@@ -249,7 +249,7 @@ def test_python_references(tmp_path: Path) -> None:
         "suite.yaml:2: harness.python: agent:missing: agent has no attribute 'missing'",
         f"suite.yaml:3: environment.python: nomodule: no such module (looked in {tmp_path} "
         "and on sys.path)",
-        f"suite.yaml:8: tasks[0].graders[0].python: {tmp_path}/broken.py: import failed: "
+        f"suite.yaml:8: tasks[0].graders[0].python: {tmp_path}/broken.py:1: import failed: "
         "RuntimeError: boom",
         "suite.yaml:9: tasks[0].graders[1].python: checks:number is a number 3, not a grader "
         "(a trialkit Grader or a function of the GradeContext)",
@@ -434,3 +434,12 @@ def test_a_human_grader_with_a_misspelt_field_or_a_blank_name(tmp_path: Path) ->
     assert problems_of(tmp_path) == [
         "suite.yaml:3: tasks[0].graders[0].human: human: name must be a non-empty string"
     ]
+
+
+def test_a_harness_that_is_no_mapping_lists_the_harnesses(tmp_path: Path) -> None:
+    write(tmp_path, {"suite.yaml": "id: s\nharness: 3\ntasks: [{id: a, input: x}]\n"})
+
+    (problem,) = problems_of(tmp_path)
+
+    assert "(harnesses: python, " in problem
+    assert "harnesss" not in problem

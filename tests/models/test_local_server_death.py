@@ -89,6 +89,7 @@ def test_a_crash_names_the_signal_the_log_and_the_portable_build(
     assert "the llama.cpp server stopped during the run: killed by SIGSEGV" in message
     assert "ggml_compute_forward_mul_mat: tile kernel" in message
     assert f'CMAKE_ARGS="{PORTABLE_BUILD}" pip install' in message
+    assert message.count(f"{model.id}:") == 1  # named once, not "local/x: local/x: ..."
     assert model.starts == [1]  # type: ignore[attr-defined]
 
 

@@ -87,7 +87,7 @@ def _error_allowance(text: str) -> float:
 @click.option(
     "--precision",
     type=click.FloatRange(0, 1, min_open=True),
-    help="With --trials auto: a task stops once the 95%% interval of its pass rate is at most "
+    help="With --trials auto: a task stops once the 95% interval of its pass rate is at most "
     "this wide [default: 0.2].",
 )
 @click.option(

@@ -6,10 +6,11 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
 from types import ModuleType
 
-from trialkit.task import Suite
+from trialkit.task import Suite, SuiteError
 
 
 class TargetError(Exception):
@@ -72,7 +73,35 @@ def _import(module_part: str) -> ModuleType:
             ) from None
         raise TargetError(f"{module_part}: import failed: {exc}") from exc
     except Exception as exc:
-        raise TargetError(f"{module_part}: import failed: {type(exc).__name__}: {exc}") from exc
+        try:
+            spec = importlib.util.find_spec(module_part)
+        except (ImportError, ValueError):
+            spec = None
+        where = spec.origin if spec is not None and spec.origin else module_part
+        raise TargetError(_import_failure(where, exc)) from exc
+
+
+def _import_failure(path: str, exc: BaseException) -> str:
+    """`path:line: what went wrong`, with the line of `path` the error came from: a suite's
+    own mistake (`SuiteError`, `ValueError`) is said as it is, anything else with its type."""
+    line = _line_in(path, exc)
+    where = f"{path}:{line}" if line else path
+    if isinstance(exc, SyntaxError):
+        return f"{where}: {exc.msg}"
+    if isinstance(exc, SuiteError | ValueError | TypeError):
+        return f"{where}: {exc}"
+    return f"{where}: import failed: {type(exc).__name__}: {exc}"
+
+
+def _line_in(path: str, exc: BaseException) -> int | None:
+    """The line of `path` where `exc` was raised, or the deepest call from `path` on its way."""
+    if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename) == Path(path):
+        return exc.lineno
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if Path(frame.f_code.co_filename) == Path(path):
+            found = line
+    return found
 
 
 def _import_file(path: Path) -> ModuleType:
@@ -92,7 +121,7 @@ def _import_file(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise TargetError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
+        raise TargetError(_import_failure(str(path), exc)) from exc
     return module
 
 

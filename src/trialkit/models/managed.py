@@ -169,11 +169,14 @@ def _give_up(
 ) -> ModelError:
     what = f"HTTP {status}: " if status is not None else ""
     detail = str(exc) or type(exc).__name__
+    own = f"{model_id}: "
+    if detail.startswith(own):  # the provider named the model already: say it once
+        detail = detail[len(own) :]
     if kind is ErrorKind.PERMANENT:
         hint = _HINTS.get(status or 0, "")
-        message = f"{model_id}: {what}{detail}{hint}"
+        message = f"{own}{what}{detail}{hint}"
     else:
-        message = f"{model_id}: gave up after {attempts} attempts: {what}{detail}"
+        message = f"{own}gave up after {attempts} attempts: {what}{detail}"
     return ModelError(message, model=model_id, kind=kind, status=status, attempts=attempts)
 
 

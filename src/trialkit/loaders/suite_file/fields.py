@@ -144,10 +144,16 @@ def key_among(names: tuple[str, ...]) -> Callable[[Any], str | None]:
     return key
 
 
+def plural(noun: str) -> str:
+    """`grader` -> `graders`, `harness` -> `harnesses`."""
+    return noun + ("es" if noun.endswith(("s", "x", "z", "ch", "sh")) else "s")
+
+
 def check_one_key(kind: str, names: tuple[str, ...], *, only: bool = True) -> BeforeValidator:
     """Reject anything but a mapping with exactly one of `names` as a key (and, when `only`,
     no other key), saying why."""
     listing = ", ".join(names)
+    kinds = plural(kind)
 
     def check(value: Any) -> Any:
         if isinstance(value, BaseModel):
@@ -155,13 +161,13 @@ def check_one_key(kind: str, names: tuple[str, ...], *, only: bool = True) -> Be
         if not isinstance(value, dict):
             raise problem(
                 f"expected a mapping like {{{names[0]}: ...}}, got {describe(value)} "
-                f"({kind}s: {listing})"
+                f"({kinds}: {listing})"
             )
         chosen = [k for k in value if k in names]
         if only and len(value) == 1 and not chosen:
             name = next(iter(value))
             hint = did_you_mean(name, names)
-            raise problem(f"unknown {kind} {name!r}{hint} ({kind}s: {listing})")
+            raise problem(f"unknown {kind} {name!r}{hint} ({kinds}: {listing})")
         if len(chosen) != 1 or (only and len(value) != 1):
             keys = ", ".join(repr(k) for k in value) or "none"
             one = "one key" if only else "one of these keys"
