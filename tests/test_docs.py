@@ -141,6 +141,23 @@ def test_readme_first_screen_commands() -> None:
     assert f"```bash\n{TESTS}\n```" in first_screen
 
 
+def test_ci_runs_the_readme_commands_it_reads_from_the_readme() -> None:
+    done = [
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "readme_commands.py"), which],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for which in ("quickstart", "tests")
+    ]
+    assert done == [QUICKSTART, TESTS]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'bash -euo pipefail -c "$QUICKSTART"' in ci
+    assert 'bash -euo pipefail -c "$TESTS"' in ci
+    assert ".[dev" not in ci.split('bash -euo pipefail -c "$QUICKSTART"')[0]  # no dev first
+
+
 def test_readme_links_resolve() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     for target in re.findall(r"\]\(([^)#:]+)\)", text):
