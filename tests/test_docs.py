@@ -52,6 +52,8 @@ NOT_TRIALKIT_OPTIONS = {
     "--suites",
     "--no-replay",
     "--no-deps",
+    "--no-cache-dir",  # pip install, in the portable llama.cpp rebuild
+    "--force-reinstall",
     "--output-format",
     "--verbose",
     "--mcp-config",
