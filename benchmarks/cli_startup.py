@@ -1,10 +1,11 @@
 """How long the `trialkit` command takes to start: `--version`, `--help`, `runs`, the import.
 
 Each command runs in a fresh process, N times, the commands taking turns so that a change in the
-machine's load falls on all of them alike. `python -c pass`, timed in the same rounds, is the
-floor: the interpreter's own start-up. `trialkit runs` reads an empty SQLite store, created
-first in a temporary folder (which is also the working directory, so no `.trialkit/` of yours
-is touched). Usage:
+machine's load falls on all of them alike. Two floors are timed in the same rounds: `python -c
+pass`, the interpreter's own start-up, and importing the libraries `trialkit runs` cannot do
+without (click, rich, pydantic, SQLAlchemy). `trialkit runs` reads an empty SQLite store,
+created first in a temporary folder, which is also the working directory, so no `.trialkit/`
+of yours is touched. Usage:
 
     python benchmarks/cli_startup.py                  # 21 rounds of the installed trialkit
     python benchmarks/cli_startup.py --runs 51
@@ -30,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+RUNS_LIBRARIES = ["click", "rich.console", "rich.table", "pydantic", "sqlalchemy.dialects.sqlite"]
 CREATE_STORE = "import sys; from trialkit.store import Store; Store(sys.argv[1]).close()"
 
 
@@ -39,6 +41,8 @@ def commands(url: str) -> dict[str, list[str]]:
     trialkit = [str(script)] if script.exists() else [sys.executable, "-m", "trialkit"]
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
+        # The floor of `trialkit runs`: the libraries it cannot do without, and nothing of ours.
+        "libraries of runs": [sys.executable, "-c", f"import {', '.join(RUNS_LIBRARIES)}"],
         'python -c "import trialkit"': [sys.executable, "-c", "import trialkit"],
         # The whole public API, which a suite file or a script using trialkit loads.
         'python -c "from trialkit import *"': [sys.executable, "-c", "from trialkit import *"],
@@ -98,7 +102,7 @@ def main() -> None:
             (label, name, command)
             for label in trees
             for name, command in commands(url).items()
-            if label == "installed" or name != "python -c pass"
+            if label == "installed" or name not in ("python -c pass", "libraries of runs")
         ]
         figures: dict[tuple[str, str], list[tuple[float, float]]] = {
             (label, name): [] for label, name, _ in todo

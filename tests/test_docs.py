@@ -47,6 +47,7 @@ TESTS = 'pip install -e ".[dev]" && python -m pytest'
 NOT_TRIALKIT_OPTIONS = {
     "--check",
     "--head",  # ray start --head
+    "--tree",  # benchmarks/cli_startup.py --tree
     "--agent",
     "--quick",
     "--suites",
