@@ -386,7 +386,7 @@ def run_command(
     gate = report.gate()  # the thresholds this run was started with
     for problem in runner.export_errors:
         click.echo(f"export failed: {problem}", err=True)
-    _print_verdict(report, gate, quiet=quiet)
+    _print_verdict(report, gate, console, err_console)
     sys.exit(gate.exit_code)
 
 
@@ -437,14 +437,20 @@ def _write(path: str | None, text: str) -> None:
         write_output(path, text, "the report")
 
 
-def _print_verdict(report: Any, gate: Any, *, quiet: bool) -> None:
+def _print_verdict(report: Any, gate: Any, console: Any, err_console: Any) -> None:
+    """The verdict line, and why the gate failed: wrapped between words on a terminal (so the
+    run id is never split), one line each in a log."""
+    from rich.text import Text
+
+    from trialkit.reports._table import print_line
+
     s = report.summary
     rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.1%}"
     line = (
         f"{s.passed_tasks}/{s.tasks} tasks passed, pass rate {rate} over {s.trials} trials, "
         f"{s.errors} {'error' if s.errors == 1 else 'errors'} — run {report.run.id}"
     )
-    click.echo(line)
+    print_line(console, Text(line))
     if not gate.passed:
         for reason in gate.reasons:
-            click.echo(f"gate failed: {reason}", err=True)
+            print_line(err_console, Text(f"gate failed: {reason}"), indent=0)
