@@ -199,3 +199,22 @@ def test_quickstart_commands_exit_zero_replaying_the_committed_cassette(tmp_path
         assert result.returncode == 0, result.stdout + result.stderr
     for suffix in ("json", "md", "xml", "html"):
         assert (tmp_path / "reports" / f"capability.{suffix}").stat().st_size > 0
+
+
+def test_guide_states_the_retry_policy_defaults_of_the_code() -> None:
+    """The guide's RetryPolicy table and its timeouts list give the defaults the code has."""
+    import dataclasses
+
+    from trialkit.models import RetryPolicy
+
+    guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    start = guide.index("The retry policy is a `trialkit.models.RetryPolicy`:")
+    table = guide[start : guide.index("\n\n", guide.index("|", start))]
+    defaults = {field.name: field.default for field in dataclasses.fields(RetryPolicy)}
+    for name, default in defaults.items():
+        row = re.search(rf"^\| `{name}` \| `([^`]+)` \|", table, re.MULTILINE)
+        assert row is not None, f"the guide's RetryPolicy table has no row for {name}"
+        assert float(row.group(1)) == default, (name, row.group(1), default)
+    stated = re.search(r"`RetryPolicy\.timeout` \(default ([\d.]+) s\)", guide)
+    assert stated is not None
+    assert float(stated.group(1)) == RetryPolicy().timeout
