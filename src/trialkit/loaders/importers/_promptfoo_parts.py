@@ -78,40 +78,22 @@ def dotted(path: YamlPath) -> str:
 
 
 def read_doc(path: Path, problems: Problems) -> Doc | None:
-    """A YAML (or JSON) file with the line of each node, or `None` after noting why not."""
-    import yaml
+    """A YAML (or JSON) file with the line of each node, or `None` after noting why not.
 
-    text = read_text(path, problems)
-    if text is None:
+    Read as suite files are (`read_document`): aliases that hold themselves, values nested too
+    deep and files too large are problems, never a `RecursionError` later.
+    """
+    from trialkit.loaders.suite_file.documents import read_document
+
+    if read_text(path, problems) is None:
         return None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problems.add(where(str(path), line), f"invalid YAML: {getattr(exc, 'problem', exc)}")
+    parsed, found = read_document(path, str(path))
+    for problem in found:
+        message = problem.message.replace("not valid YAML: ", "invalid YAML: ")
+        problems.add(where(problem.file, problem.line, problem.field or None), message)
+    if parsed is None or found:
         return None
-    doc = Doc(str(path), data)
-    if node is not None:
-        _note_lines(node, (), doc.lines, depth=0)
-    return doc
-
-
-def _note_lines(node: Any, path: YamlPath, lines: dict[YamlPath, int], depth: int) -> None:
-    import yaml
-
-    lines.setdefault(path, node.start_mark.line + 1)
-    if depth > 40:
-        return
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                lines.setdefault((*path, key.value), key.start_mark.line + 1)
-                _note_lines(value, (*path, key.value), lines, depth + 1)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _note_lines(item, (*path, index), lines, depth + 1)
+    return Doc(str(path), parsed.data, dict(parsed.lines))
 
 
 @dataclass(frozen=True)

@@ -129,14 +129,11 @@ def _csv_format(path: Path) -> Format | None:
 
 
 def _document_format(path: Path) -> Format | None:
-    import yaml
+    from trialkit.loaders.suite_file.documents import peek_document
 
-    text = path.read_text(encoding="utf-8-sig")
-    try:
-        # JSON through the json module: PyYAML is far slower on a large dataset file
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError):
-        return None
+    # Parsed as the suite-file loader parses (the C YAML parser, the same limits), which then
+    # takes this parse instead of reading the file again.
+    data = peek_document(path)
     if isinstance(data, dict):
         is_promptfoo = "prompts" in data and ({"tests", "providers", "targets"} & set(data))
         return "promptfoo" if is_promptfoo and "tasks" not in data else None

@@ -22,10 +22,18 @@ from trialkit.loaders.suite_file.fields import TAG, describe, did_you_mean
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_NODES = 1_000_000
 """More values than this (YAML aliases can multiply a small file) is refused."""
+MAX_DEPTH = 100
+"""Values nested deeper than this (a list in a mapping in a list ...) are refused: no suite
+needs them, and the readers and validators after the parser recurse."""
 
 
 class _TooBig(Exception):
     pass
+
+
+class _TooDeep(Exception):
+    def __init__(self, line: int) -> None:
+        self.line = line
 
 
 @dataclass
@@ -72,14 +80,51 @@ def read_text(path: Path, file: str) -> tuple[str | None, list[Problem]]:
         return None, [Problem(file, line, "", f"not UTF-8 text: {exc.reason}")]
 
 
-def read_document(path: Path, file: str) -> tuple[Document | None, list[Problem]]:
-    """Parse `path` (YAML, or JSON for `.json`); `file` is how problems name it."""
+_Parsed = tuple[Document | None, list[Problem]]
+_peeked: dict[tuple[str, str, int, int], _Parsed] = {}
+"""The one document `peek_document` parsed, until `read_document` takes it."""
+
+
+def read_document(path: Path, file: str) -> _Parsed:
+    """Parse `path` (YAML, or JSON for `.json`); `file` is how problems name it.
+
+    A file `peek_document` has just parsed (unchanged since) is not parsed again.
+    """
+    key = _stat_key(path, file)
+    if key is not None and key in _peeked:
+        return _peeked.pop(key)
+    return _read_document(path, file)
+
+
+def peek_document(path: Path) -> Any:
+    """The data of `path` for a look at its shape (`None` when it cannot be read), parsed as
+    `read_document` parses it, which then takes this parse instead of making another."""
+    _peeked.clear()
+    key = _stat_key(path, str(path))
+    parsed = _read_document(path, str(path))
+    if key is not None:
+        _peeked[key] = parsed
+    doc = parsed[0]
+    return None if doc is None else doc.data
+
+
+def _stat_key(path: Path, file: str) -> tuple[str, str, int, int] | None:
+    try:
+        stat = path.stat()
+        return str(path.resolve()), file, stat.st_mtime_ns, stat.st_size
+    except (OSError, RuntimeError):
+        return None
+
+
+def _read_document(path: Path, file: str) -> _Parsed:
     text, problems = read_text(path, file)
     if text is None:
         return None, problems
     parse = _parse_json if path.suffix.lower() == ".json" else _parse_yaml
     try:
         return parse(text, file)
+    except _TooDeep as exc:
+        return None, [Problem(file, exc.line, "", f"nested more than {MAX_DEPTH} levels deep")]
     except (RecursionError, _TooBig):
         return None, [Problem(file, None, "", "nested too deeply or too large to read")]
 
@@ -99,7 +144,7 @@ def _parse_yaml(text: str, file: str) -> tuple[Document | None, list[Problem]]:
         line = mark.line + 1 if mark is not None else None
         what = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
         return None, [Problem(file, line, "", f"not valid YAML: {what}")]
-    except (RecursionError, _TooBig):
+    except (RecursionError, _TooBig, _TooDeep):
         raise
     except Exception as exc:  # PyYAML's constructors raise plain errors, e.g. for 2024-13-01
         return None, [Problem(file, None, "", f"not valid YAML: {exc}")]
@@ -123,6 +168,8 @@ class _YamlWalk:
                 problem="an alias refers to the value that holds it", problem_mark=node.start_mark
             )
         self.doc.lines.setdefault(path, node.start_mark.line + 1)
+        if len(path) > MAX_DEPTH:
+            raise _TooDeep(node.start_mark.line + 1)
         self.active.add(id(node))
         if isinstance(node, yaml.MappingNode):
             self._mapping(node, path)
@@ -212,6 +259,8 @@ class _JsonWalk:
 
     def value(self, pos: int, path: FieldPath) -> int:
         self.doc.lines.setdefault(path, self.line(pos))
+        if len(path) > MAX_DEPTH:
+            raise _TooDeep(self.line(pos))
         char = self.text[pos]
         if char == "{":
             return self._object(pos, path)
