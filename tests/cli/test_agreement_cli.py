@@ -66,3 +66,74 @@ def test_one_rater_is_not_enough(tmp_path: Path, run_id: str) -> None:
     code, _, err = agreement(tmp_path, run_id, "--grader", "nope")
     assert code == 2
     assert "agreement needs at least two raters" in err
+
+
+# --- judges with names of their own ------------------------------------------------------
+
+
+def says(score: int) -> ScriptedModel:
+    return ScriptedModel(f"says-{score}", [f'{{"reasoning": "", "score": {score}}}'])
+
+
+def stored(tmp_path: Path, *task_graders: graders.Grader) -> str:
+    suite = Suite(
+        id="polite",
+        harness=lambda prompt: "Certainly, here it is.",
+        graders=list(task_graders),
+        tasks=[Task(id="t", input="Send me the file.")],
+    )
+    with Store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        return run_sync(suite, store=store).run.id
+
+
+def test_the_guides_panel_of_named_judges(tmp_path: Path) -> None:
+    panel = graders.majority(
+        graders.judge("Answers politely.", model=says(1), name="judge a"),
+        graders.judge("Answers politely.", model=says(1), name="judge b"),
+        graders.judge("Answers politely.", model=says(0), name="judge c"),
+    )
+    code, out, err = agreement(tmp_path, stored(tmp_path, panel))
+    assert code == 0, err
+    assert [line for line in out.splitlines() if "rater" in line] == [
+        "  rater  judge a",
+        "  rater  judge b",
+        "  rater  judge c",
+    ]
+
+
+def test_named_judges_in_a_mean_beside_a_grader_that_is_no_judge(tmp_path: Path) -> None:
+    panel = graders.mean(
+        graders.judge("Answers politely.", model=says(1), name="first"),
+        graders.contains("Certainly"),
+        graders.judge("Answers politely.", model=says(1), name="second"),
+        pass_at=0.5,
+        name="politeness",
+    )
+    code, out, err = agreement(tmp_path, stored(tmp_path, panel))
+    assert code == 0, err
+    assert "rater  first" in out and "rater  second" in out
+    assert "contains" not in out
+
+
+def test_named_judges_outside_a_vote(tmp_path: Path) -> None:
+    code, out, err = agreement(
+        tmp_path,
+        stored(
+            tmp_path,
+            graders.judge("Answers politely.", model=says(1), name="polite?"),
+            graders.contains("Certainly"),
+            graders.judge("Answers politely.", model=says(0), name="courteous?"),
+        ),
+    )
+    assert code == 0, err
+    assert [line for line in out.splitlines() if "rater" in line] == [
+        "  rater  polite?",
+        "  rater  courteous?",
+    ]
+
+
+def test_a_vote_of_graders_that_are_no_judges_has_no_raters(tmp_path: Path) -> None:
+    panel = graders.majority(graders.contains("Certainly"), graders.contains("here"))
+    code, _, err = agreement(tmp_path, stored(tmp_path, panel))
+    assert code == 2
+    assert "found no judge scores" in err

@@ -282,19 +282,33 @@ def ratings_of(trial: Trial) -> dict[str, Score | Assertion]:
 
 
 def default_raters(trials: Iterable[Trial]) -> list[str]:
-    """The judges to compare when none are named: the parts of the first combined score whose
-    parts are judges, else every score carrying a judge model."""
+    """The judges to compare when none are named: the judges of the first `majority` or `mean`
+    holding at least two, else every score carrying a judge model. A judge is recognised by
+    what it recorded, not by its name: a score with a `judge_model`, or a part that a
+    `majority` or `mean` lists under `judges` in its metadata."""
     from trialkit.analysis.calibration import JUDGE_MODEL_KEY
 
     singles: list[str] = []
     for trial in trials:
         for score in trial.scores:
-            parts = [a.name for a in score.assertions if a.name.startswith("judge(")]
+            parts = _judge_parts(score)
             if len(parts) >= 2:
                 return parts
             if JUDGE_MODEL_KEY in score.metadata and score.name not in singles:
                 singles.append(score.name)
     return singles
+
+
+def _judge_parts(score: Score) -> list[str]:
+    """The parts of a combined score that are judges."""
+    from trialkit.graders.judge import JUDGES_KEY
+
+    named = score.metadata.get(JUDGES_KEY)
+    if isinstance(named, list) and all(isinstance(n, str) for n in named):
+        present = {a.name for a in score.assertions}
+        return [n for n in named if n in present]
+    # Stored before combined scores named their judges: a judge's default name tells it.
+    return [a.name for a in score.assertions if a.name.startswith("judge(")]
 
 
 def _score_value(score: Score | Assertion | None, level: Level) -> object:

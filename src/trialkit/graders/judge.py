@@ -46,6 +46,10 @@ Include = Literal["input", "criteria", "reference", "tool_calls", "diff"]
 ProtocolChoice = Literal["auto", "json", "tool", "text"]
 DEFAULT_INCLUDE: tuple[Include, ...] = ("input", "criteria", "reference")
 
+JUDGES_KEY = "judges"
+"""The metadata of a `majority` or `mean` score naming its parts that are judges (the raters
+`trialkit agreement` compares), whatever they are called."""
+
 CONTROLS = "judge-controls"
 """The task id of the recorder that collects the controls' calls (they belong to no task)."""
 
@@ -419,10 +423,18 @@ class _Vote(_Composite):
         else:
             score = self.decide(decided)
         score.assertions = [s.as_assertion() for s in scores]
+        judges = [s.name for p, s in zip(self.parts, scores, strict=True) if _is_judge(p, s)]
+        if judges:
+            score.metadata = {**score.metadata, JUDGES_KEY: judges}
         return score
 
     def decide(self, decided: list[Score]) -> Score:
         raise NotImplementedError
+
+
+def _is_judge(part: Grader, score: Score) -> bool:
+    """A judge, or a grader whose score says a judge model gave it (what `judge` records)."""
+    return isinstance(part, judge) or "judge_model" in score.metadata
 
 
 def _decided(score: Score) -> bool:
