@@ -80,14 +80,14 @@ def load_report(
     planned = {plan.id for plan in plans}
     big = {task for task, counts in totals.items() if counts.trials > max_results} & planned
     if not big:
-        results = _results(conn, _result_columns().where(trials.c.run_id == run.id))
+        results = _results(conn, _result_columns().where(trials.c.run_id == run.id), run.id)
         return build_report(run, suite, plans, results, max_results=max_results)
     small: dict[str, list[TrialResult]] = {}
     wanted = sorted(planned & set(totals) - big)
     for start in range(0, len(wanted), _TASKS_PER_QUERY):  # by task id: seeks, never a scan
         chunk = wanted[start : start + _TASKS_PER_QUERY]
         query = _result_columns().where(trials.c.run_id == run.id, trials.c.task_id.in_(chunk))
-        small |= _results(conn, query)
+        small |= _results(conn, query, run.id)
     unplanned = set(totals) - planned
     scored = _score_sums(conn, run.id)
     pending = pending_counts(conn, run.id)
@@ -138,7 +138,8 @@ def _task_totals(conn: Connection, run_id: str) -> dict[str, _Counted]:
     found: dict[str, _Counted] = {}
     for row in conn.execute(query):
         counted = found.setdefault(row.task_id, _Counted())
-        counted.verdicts[Verdict(row.verdict)] += row.n
+        with rows.decoding(f"run {run_id!r}, task {row.task_id!r}", "verdict"):
+            counted.verdicts[Verdict(row.verdict)] += row.n
         for name in TOKEN_COLUMNS:
             counted.sums[name] += int(row._mapping[name])
         counted.costs_known += row.costs_known
@@ -226,7 +227,8 @@ def _score_sums(conn: Connection, run_id: str) -> dict[str, tuple[int, int]]:
     found: dict[str, tuple[int, int]] = {}
     for row in conn.execute(query):
         exact, count = found.get(row.task_id, (0, 0))
-        found[row.task_id] = (exact + _scaled(row.value) * row.n, count + row.n)
+        with rows.decoding(f"run {run_id!r}, task {row.task_id!r}, a score", "value"):
+            found[row.task_id] = (exact + _scaled(row.value) * row.n, count + row.n)
     return found
 
 
@@ -267,15 +269,15 @@ def _listed(conn: Connection, run_id: str, task_id: str, max_results: int) -> li
     if not keys:
         return []
     query = _result_columns().where(*_task(run_id, task_id), trials.c.idx.in_(keys))
-    return sorted(_results(conn, query).get(task_id, []), key=lambda r: r.trial)
+    return sorted(_results(conn, query, run_id).get(task_id, []), key=lambda r: r.trial)
 
 
 def _task(run_id: str, task_id: str) -> list[ColumnElement[bool]]:
     return [trials.c.run_id == run_id, trials.c.task_id == task_id]
 
 
-def _results(conn: Connection, query: Select[Any]) -> dict[str, list[TrialResult]]:
+def _results(conn: Connection, query: Select[Any], run_id: str) -> dict[str, list[TrialResult]]:
     found: dict[str, list[TrialResult]] = {}
     for row in conn.execute(query):
-        found.setdefault(row.task_id, []).append(rows.trial_result(row))
+        found.setdefault(row.task_id, []).append(rows.trial_result(row, run_id))
     return found

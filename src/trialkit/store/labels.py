@@ -87,7 +87,9 @@ def apply_label(conn: Connection, label: Label, *, run_id: str) -> None:
         if conn.scalar(select(runs.c.id).where(runs.c.id == run_id)) is None:
             raise RunNotFound(f"no run with id {run_id!r} in the store")
         raise TrialNotFound(f"run {run_id!r} has no trial {label.task_id}#{label.trial}")
-    checks = rows.load_scores(row.scores)
+    with rows.decoding(where, "scores"):
+        checks = rows.load_scores(row.scores)
+        status = TrialStatus(row.status)
     position = _position(checks, label.grader)
     if position is None:
         if label.grader != HUMAN or not _marked_for_review(conn, run_id, label.task_id):
@@ -98,7 +100,7 @@ def apply_label(conn: Connection, label: Label, *, run_id: str) -> None:
         label.labeled_at or datetime.now(UTC), f"the labeled_at of the label of {where}"
     )
     checks[position] = labelled_score(checks[position], label, labeled_at)
-    verdict = trial_verdict(TrialStatus(row.status), checks)
+    verdict = trial_verdict(status, checks)
     conn.execute(
         update(trials).where(*key).values(scores=rows.dump_scores(checks), verdict=verdict.value)
     )
@@ -160,27 +162,29 @@ def _label_row(label: Label, run_id: str, labeled_at: str) -> dict[str, Any]:
 
 def read_labels(conn: Connection, run_id: str) -> list[Label]:
     """The labels stored for a run, by task id, trial number and grader."""
-    from trialkit.labels import Label
-
     query = (
         select(labels)
         .where(labels.c.run_id == run_id)
         .order_by(labels.c.task_id, labels.c.trial_idx, labels.c.grader)
     )
-    return [
-        Label(
-            run_id=row.run_id,
-            task_id=row.task_id,
-            trial=row.trial_idx,
-            grader=row.grader,
-            verdict=row.verdict,
-            score=row.score,
-            reviewer=row.reviewer,
-            labeled_at=rows.load_datetime(row.labeled_at),
-            comment=row.comment,
-        )
-        for row in conn.execute(query)
-    ]
+    with rows.decoding(f"run {run_id!r}: a label"):
+        return [_label(row) for row in conn.execute(query)]
+
+
+def _label(row: rows.StoredRow) -> Label:
+    from trialkit.labels import Label
+
+    return Label(
+        run_id=row.run_id,
+        task_id=row.task_id,
+        trial=row.trial_idx,
+        grader=row.grader,
+        verdict=row.verdict,
+        score=row.score,
+        reviewer=row.reviewer,
+        labeled_at=rows.load_datetime(row.labeled_at),
+        comment=row.comment,
+    )
 
 
 def _pending_query(run_id: str, grader: str | None = None) -> Select[Any]:

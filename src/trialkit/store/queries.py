@@ -178,23 +178,38 @@ def list_trials(
 
 
 def _line(row: rows.StoredRow) -> TrialLine:
+    what = rows.trial_label(row)
     rationale = row.rationale
     if rationale is not None and len(rationale) > RATIONALE_CHARS:
         rationale = rationale[:RATIONALE_CHARS] + "…"
+    with rows.decoding(what):
+        return _trial_line(row, what, rationale)
+
+
+def _trial_line(row: rows.StoredRow, what: str, rationale: str | None) -> TrialLine:
+    decode = rows.decode_column
     return TrialLine(
         run_id=row.run_id,
         task_id=row.task_id,
         index=row.idx,
-        verdict=Verdict(row.verdict),
-        status=TrialStatus(row.status),
+        verdict=decode(what, row, "verdict", Verdict),
+        status=decode(what, row, "status", TrialStatus),
         failed=row.failed,
-        started_at=rows.load_datetime(row.started_at),
+        started_at=decode(what, row, "started_at", rows.load_datetime),
         duration_s=row.duration_s,
         input_tokens=row.input_tokens,
         output_tokens=row.output_tokens,
         cost_usd=row.cost_usd,
         check=row.check,
-        check_verdict=None if row.check_verdict is None else Verdict(row.check_verdict),
+        check_verdict=decode(what, row, "check_verdict", _optional_verdict),
         rationale=rationale,
-        error=None if row.error is None else ErrorInfo.model_validate_json(row.error),
+        error=decode(what, row, "error", _error),
     )
+
+
+def _optional_verdict(value: str | None) -> Verdict | None:
+    return None if value is None else Verdict(value)
+
+
+def _error(value: str | None) -> ErrorInfo | None:
+    return None if value is None else ErrorInfo.model_validate_json(value)

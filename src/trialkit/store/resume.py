@@ -34,4 +34,8 @@ def stored_verdicts(store: Store, run_id: str) -> dict[tuple[str, int], Verdict]
         trials.c.run_id == run_id
     )
     with store._read(f"list the trials of run {run_id!r}") as conn:
-        return {(r.task_id, r.idx): Verdict(r.verdict) for r in conn.execute(query)}
+        found = {}
+        for r in conn.execute(query):
+            with rows.decoding(f"run {run_id!r}, trial {r.task_id}#{r.idx}", "verdict"):
+                found[r.task_id, r.idx] = Verdict(r.verdict)
+        return found

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from trialkit._record import ErrorInfo
 from trialkit.outcome import Outcome
@@ -18,6 +20,7 @@ from trialkit.report import (
     preview_output,
 )
 from trialkit.score import Score, Verdict
+from trialkit.secrets import redact, redact_json
 from trialkit.store.encoding import pack_json, unpack_json
 from trialkit.store.errors import StoreError
 from trialkit.store.schema import TOKEN_COLUMNS
@@ -29,6 +32,65 @@ RUN_SCHEMA_VERSION = TRIAL_SCHEMA_VERSION
 
 StoredRow = Any
 """A result row (typed loosely: `Row`'s type parameters differ between SQLAlchemy 2.0 and 2.1)."""
+
+_T = TypeVar("_T")
+
+CORRUPTION_ERRORS: tuple[type[Exception], ...] = (
+    ValueError,  # invalid JSON, UTF-8, enum value, timestamp; pydantic's ValidationError
+    TypeError,
+    KeyError,
+    OverflowError,
+    zlib.error,
+)
+"""What decoding a row that was changed behind trialkit's back raises."""
+
+
+def describe_corruption(exc: BaseException) -> str:
+    """One line on what is wrong with a stored value."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"])
+        text = f"{where}: {first['msg']}" if where else str(first["msg"])
+        if len(errors) > 1:
+            text += f" (and {len(errors) - 1} more)"
+    else:
+        text = str(exc) or type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+@contextmanager
+def decoding(what: str, column: str | None = None) -> Iterator[None]:
+    """Turns a stored value that cannot be read into one `StoreError` line naming `what` (the
+    run, or the run and trial) and the column. Nothing is changed in the store."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except CORRUPTION_ERRORS as exc:
+        place = f"{what}, column {column}" if column else what
+        raise StoreError(
+            f"{place} is corrupted in the store: {describe_corruption(exc)}"
+            " (the store was not changed)"
+        ) from exc
+
+
+def decode_column(what: str, row: StoredRow, column: str, decode: Callable[[Any], _T]) -> _T:
+    with decoding(what, column):
+        return decode(getattr(row, column))
+
+
+def _run_label(row: StoredRow, run_id: str | None = None) -> str:
+    return f"run {getattr(row, 'id', None) if run_id is None else run_id!r}"
+
+
+def trial_label(row: StoredRow, run_id: str | None = None) -> str:
+    """`run 'ID', trial TASK#INDEX` for a trials row (what it has of them)."""
+    run_id = getattr(row, "run_id", None) if run_id is None else run_id
+    trial = f"trial {getattr(row, 'task_id', '?')}#{getattr(row, 'idx', '?')}"
+    return trial if run_id is None else f"run {run_id!r}, {trial}"
+
 
 _SCORES = TypeAdapter(list[Score])
 _TAGS = TypeAdapter(list[str])
@@ -56,7 +118,7 @@ def run_row(run: RunInfo, suite: SuiteInfo) -> dict[str, Any]:
         "name": run.name,
         "suite_id": suite.id,
         "suite_kind": suite.kind.value,
-        "suite_description": suite.description,
+        "suite_description": None if suite.description is None else redact(suite.description),
         "schema_version": RUN_SCHEMA_VERSION,
         "started_at": dump_datetime(run.started_at, f"the started_at of run {run.id!r}"),
         **run_update(run),
@@ -71,7 +133,7 @@ def run_update(run: RunInfo) -> dict[str, Any]:
         "finished_at": None
         if finished is None
         else dump_datetime(finished, f"the finished_at of run {run.id!r}"),
-        "config": _CONFIG.dump_json(run.config).decode(),
+        "config": redact_json(_CONFIG.dump_json(run.config).decode()),
     }
 
 
@@ -90,22 +152,32 @@ def task_rows(run_id: str, plans: Sequence[TaskPlan]) -> list[dict[str, Any]]:
 
 
 def run_info(row: StoredRow) -> RunInfo:
-    return RunInfo.model_validate(
-        {
-            "id": row.id,
-            "name": row.name,
-            "started_at": load_datetime(row.started_at),
-            "finished_at": load_optional_datetime(row.finished_at),
-            "status": row.status,
-            "config": _CONFIG.validate_json(row.config),
-        }
-    )
+    what = _run_label(row)
+    data = {
+        **run_times(row),
+        "id": row.id,
+        "name": row.name,
+        "status": row.status,
+        "config": decode_column(what, row, "config", _CONFIG.validate_json),
+    }
+    with decoding(what):
+        return RunInfo.model_validate(data)
+
+
+def run_times(row: StoredRow) -> dict[str, datetime | None]:
+    """The `started_at` and `finished_at` of a runs row."""
+    what = _run_label(row)
+    return {
+        "started_at": decode_column(what, row, "started_at", load_datetime),
+        "finished_at": decode_column(what, row, "finished_at", load_optional_datetime),
+    }
 
 
 def suite_info(row: StoredRow) -> SuiteInfo:
-    return SuiteInfo.model_validate(
-        {"id": row.suite_id, "kind": row.suite_kind, "description": row.suite_description}
-    )
+    with decoding(_run_label(row), "suite_kind"):
+        return SuiteInfo.model_validate(
+            {"id": row.suite_id, "kind": row.suite_kind, "description": row.suite_description}
+        )
 
 
 def load_tags(value: str) -> list[str]:
@@ -113,20 +185,23 @@ def load_tags(value: str) -> list[str]:
 
 
 def task_plan(row: StoredRow) -> TaskPlan:
-    return TaskPlan.model_validate(
-        {
-            "id": row.task_id,
-            "kind": row.kind,
-            "expect": row.expect,
-            "tags": load_tags(row.tags),
-        }
-    )
+    what = f"{_run_label(row, row.run_id)}, task {row.task_id!r}"
+    tags = decode_column(what, row, "tags", load_tags)
+    with decoding(what):
+        return TaskPlan.model_validate(
+            {"id": row.task_id, "kind": row.kind, "expect": row.expect, "tags": tags}
+        )
 
 
 def trial_row(trial: Trial) -> dict[str, Any]:
     # The output is a column of its own (reports read a preview of it without the outcome).
-    transcript, transcript_packed = pack_json(trial.transcript.model_dump_json())
-    outcome, outcome_packed = pack_json(trial.outcome.model_dump_json(exclude={"output"}))
+    # Every string is redacted (trialkit.secrets): no secret reaches the store, however it
+    # got into the trial.
+    transcript, transcript_packed = pack_json(redact_json(trial.transcript.model_dump_json()))
+    outcome, outcome_packed = pack_json(
+        redact_json(trial.outcome.model_dump_json(exclude={"output"}))
+    )
+    output = trial.outcome.output
     return {
         "run_id": trial.run_id,
         "task_id": trial.task_id,
@@ -136,9 +211,9 @@ def trial_row(trial: Trial) -> dict[str, Any]:
         "verdict": trial.verdict.value,
         "expect": trial.expect,
         "model": trial.model,
-        "output": trial.outcome.output,
+        "output": None if output is None else redact(output),
         "failed": trial.outcome.failed,
-        "error": None if trial.error is None else trial.error.model_dump_json(),
+        "error": None if trial.error is None else redact_json(trial.error.model_dump_json()),
         "duration_s": trial.duration_s,
         "started_at": dump_datetime(trial.started_at, f"the started_at of trial {trial.label}"),
         "input_tokens": trial.usage.input_tokens,
@@ -189,7 +264,7 @@ def scores_of(run_id: str, task_id: str, index: int, scores: list[Score]) -> lis
             "name": score.name,
             "verdict": score.verdict.value,
             "value": score.value,
-            "rationale": score.rationale,
+            "rationale": None if score.rationale is None else redact(score.rationale),
             "pending": score.pending,
         }
         for position, score in enumerate(scores)
@@ -197,7 +272,7 @@ def scores_of(run_id: str, task_id: str, index: int, scores: list[Score]) -> lis
 
 
 def dump_scores(scores: list[Score]) -> str:
-    return _SCORES.dump_json(scores).decode()
+    return redact_json(_SCORES.dump_json(scores).decode())
 
 
 def load_scores(value: str) -> list[Score]:
@@ -205,49 +280,70 @@ def load_scores(value: str) -> list[Score]:
 
 
 def trial(row: StoredRow) -> Trial:
-    outcome = Outcome.model_validate_json(unpack_json(row.outcome, row.outcome_packed))
+    what = trial_label(row)
+
+    def unpacked(column: str) -> str:
+        with decoding(what, column):
+            try:
+                return unpack_json(getattr(row, column), getattr(row, f"{column}_packed"))
+            except StoreError as exc:  # an encoding this trialkit does not know
+                raise StoreError(f"{what}, column {column}: {exc}") from None
+
+    outcome = decode_column(
+        what, row, "outcome", lambda _: Outcome.model_validate_json(unpacked("outcome"))
+    )
     outcome.output = row.output
-    return Trial(
-        schema_version=row.schema_version,
-        run_id=row.run_id,
-        task_id=row.task_id,
-        index=row.idx,
-        status=TrialStatus(row.status),
-        verdict=Verdict(row.verdict),
-        expect=row.expect,
-        model=row.model,
-        transcript=Transcript.model_validate_json(
-            unpack_json(row.transcript, row.transcript_packed)
-        ),
-        outcome=outcome,
-        scores=_SCORES.validate_json(row.scores),
-        error=_error(row.error),
-        usage=Usage.model_validate_json(row.usage),
-        grader_usage=load_grader_usage(row.grader_usage),
-        cost_usd=row.cost_usd,
-        grader_cost_usd=row.grader_cost_usd,
-        started_at=load_datetime(row.started_at),
-        duration_s=row.duration_s,
+    transcript = decode_column(
+        what, row, "transcript", lambda _: Transcript.model_validate_json(unpacked("transcript"))
     )
+    fields = {
+        "status": decode_column(what, row, "status", TrialStatus),
+        "verdict": decode_column(what, row, "verdict", Verdict),
+        "scores": decode_column(what, row, "scores", _SCORES.validate_json),
+        "error": decode_column(what, row, "error", _error),
+        "usage": decode_column(what, row, "usage", Usage.model_validate_json),
+        "grader_usage": decode_column(what, row, "grader_usage", load_grader_usage),
+        "started_at": decode_column(what, row, "started_at", load_datetime),
+    }
+    with decoding(what):
+        return Trial(
+            schema_version=row.schema_version,
+            run_id=row.run_id,
+            task_id=row.task_id,
+            index=row.idx,
+            expect=row.expect,
+            model=row.model,
+            transcript=transcript,
+            outcome=outcome,
+            cost_usd=row.cost_usd,
+            grader_cost_usd=row.grader_cost_usd,
+            duration_s=row.duration_s,
+            **fields,
+        )
 
 
-def trial_result(row: StoredRow) -> TrialResult:
+def trial_result(row: StoredRow, run_id: str | None = None) -> TrialResult:
     """A report's view of a trial; `row.output` may hold only the start of the output."""
+    what = trial_label(row, run_id)
     output = preview_output(row.output)
-    return TrialResult(
-        trial=row.idx,
-        verdict=Verdict(row.verdict),
-        status=TrialStatus(row.status),
-        scores=_SCORES.validate_json(row.scores),
-        output=output,
-        failed=row.failed,
-        error=_error(row.error),
-        duration_s=row.duration_s,
-        usage=Usage.model_validate_json(row.usage),
-        grader_usage=load_grader_usage(row.grader_usage),
-        cost_usd=row.cost_usd,
-        grader_cost_usd=row.grader_cost_usd,
-    )
+    fields = {
+        "verdict": decode_column(what, row, "verdict", Verdict),
+        "status": decode_column(what, row, "status", TrialStatus),
+        "scores": decode_column(what, row, "scores", _SCORES.validate_json),
+        "error": decode_column(what, row, "error", _error),
+        "usage": decode_column(what, row, "usage", Usage.model_validate_json),
+        "grader_usage": decode_column(what, row, "grader_usage", load_grader_usage),
+    }
+    with decoding(what):
+        return TrialResult(
+            trial=row.idx,
+            output=output,
+            failed=row.failed,
+            duration_s=row.duration_s,
+            cost_usd=row.cost_usd,
+            grader_cost_usd=row.grader_cost_usd,
+            **fields,
+        )
 
 
 def _error(value: str | None) -> ErrorInfo | None:

@@ -336,7 +336,11 @@ class Store:
     def _read(self, action: str) -> Iterator[Connection]:
         """A connection in one read transaction (a consistent snapshot), rolled back after."""
         self._check_open()
-        with self._database_errors(action), self._engine.connect() as conn:
+        with (
+            self._database_errors(action),
+            rows.decoding(f"cannot {action}: a stored row"),
+            self._engine.connect() as conn,
+        ):
             if conn.dialect.name == "postgresql":  # its default snapshot is per statement
                 conn.execution_options(isolation_level="REPEATABLE READ")
             yield conn
@@ -411,6 +415,11 @@ def _count_verdict(verdict: Verdict) -> Any:
 
 
 def _summary(row: Any) -> RunSummary:
+    with rows.decoding(f"run {row.id!r}"):
+        return _decode_summary(row)
+
+
+def _decode_summary(row: Any) -> RunSummary:
     decided = row.passed + row.failed
     return RunSummary.model_validate(
         {
@@ -419,8 +428,7 @@ def _summary(row: Any) -> RunSummary:
             "suite_id": row.suite_id,
             "suite_kind": row.suite_kind,
             "status": row.status,
-            "started_at": rows.load_datetime(row.started_at),
-            "finished_at": rows.load_optional_datetime(row.finished_at),
+            **rows.run_times(row),
             "tasks": row.tasks,
             "trials": row.trials,
             "passed": row.passed,
