@@ -23,6 +23,7 @@ from trialkit import (
     graders,
     run_sync,
 )
+from trialkit.reports import _format as f
 from trialkit.runner import EmptySelection
 from trialkit.task import SuiteError
 from trialkit.transcript import ModelCall, Turn
@@ -118,7 +119,14 @@ def test_timeout_is_an_error_and_the_run_goes_on() -> None:
     slow = report.task("slow").results[0]
     assert (slow.verdict, slow.status) == (Verdict.ERROR, TrialStatus.TIMEOUT)
     assert slow.error is not None
-    assert slow.error.message == "the trial exceeded its 0.1 s timeout (during agent)"
+    assert (slow.error.message, slow.error.phase) == (
+        "the trial exceeded its 0.1 s timeout",
+        "agent",
+    )
+    # Reports add the phase: once.
+    assert (
+        f.error_text(slow.error) == "Timeout: the trial exceeded its 0.1 s timeout (during agent)"
+    )
     assert report.task("fast").verdict is Verdict.PASS
 
 
@@ -437,7 +445,7 @@ def test_empty_selection_and_missing_harness() -> None:
 def test_agent_returning_the_wrong_type_is_an_error() -> None:
     report = run_sync(suite_of(Task(id="t", input="x"), harness=lambda p: object()))
     error = report.tasks[0].results[0].error
-    assert error is not None and error.type == "TypeError"
+    assert error is not None and error.type == "AgentOutputError"
     assert "returned object; expected a string" in error.message
 
 

@@ -40,9 +40,12 @@ class ErrorInfo(Record):
     def from_exception(cls, exc: BaseException, *, phase: str | None = None) -> ErrorInfo:
         import traceback
 
+        from trialkit._errors import describe
+
+        kind, message = describe(exc)  # an exception group's real error, not "unhandled errors"
         return cls(
-            type=type(exc).__name__,
-            message=clean_text(str(exc) or type(exc).__name__),
+            type=kind,
+            message=clean_text(message),
             traceback=clean_text("".join(traceback.format_exception(exc))),
             phase=phase,
         )

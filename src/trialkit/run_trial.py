@@ -17,12 +17,14 @@ import anyio
 import pydantic_core
 
 from trialkit._calls import call_user
-from trialkit._record import ErrorInfo
+from trialkit._errors import describe, find
+from trialkit._record import ErrorInfo, clean_text
 from trialkit.environments.base import Environment
 from trialkit.graders.base import GradeContext, Grader, run_grader, trial_verdict
 from trialkit.harness.base import Harness, HarnessError, Reply, TrialContext
 from trialkit.harness.chat import ChatHarness
-from trialkit.models.base import Model
+from trialkit.models.base import Model, ModelError
+from trialkit.models.cassette import CassetteMiss
 from trialkit.models.context import calls_as
 from trialkit.models.pricing import add_costs
 from trialkit.outcome import Outcome
@@ -79,8 +81,7 @@ class TrialRunner:
                 state.status = TrialStatus.TIMEOUT
                 state.error = ErrorInfo(
                     type="Timeout",
-                    message=f"the trial exceeded its {item.timeout:g} s timeout "
-                    f"(during {state.phase})",
+                    message=f"the trial exceeded its {item.timeout:g} s timeout",
                     phase=state.phase,
                 )
         finally:
@@ -142,9 +143,10 @@ class TrialRunner:
         agent_error = await self._converse(ctx, recorder, state.outcome)
         timing.agent_s = time.perf_counter() - mark
         if agent_error is not None:
-            if task.expect == "failure" and not isinstance(agent_error, _NOT_THE_AGENTS):
+            if task.expect == "failure" and not_the_agents(agent_error) is None:
+                kind, message = describe(agent_error)
                 state.outcome.failed = True
-                state.outcome.failure = f"{type(agent_error).__name__}: {agent_error}"
+                state.outcome.failure = f"{kind}: {message}"
             else:
                 state.fail_with(agent_error, "agent")
                 return
@@ -239,7 +241,11 @@ class _TrialState:
 
     def fail_with(self, exc: BaseException, phase: str) -> None:
         self.status = TrialStatus.ERROR
-        self.error = ErrorInfo.from_exception(exc, phase=phase)
+        traceback = ErrorInfo.from_exception(exc, phase=phase).traceback
+        kind, message = describe(exc, first=_NOT_THE_AGENTS)  # what broke leads the message
+        self.error = ErrorInfo(
+            type=kind, message=clean_text(message), traceback=traceback, phase=phase
+        )
 
 
 def _record_reply(
@@ -284,12 +290,21 @@ async def _probe(turn: Turn, probes: dict[str, Callable[[Any], Any]], world: Any
                 pydantic_core.to_json(value, fallback=repr, inf_nan_mode="null")
             )
         except Exception as exc:
-            turn.probe_errors[name] = f"{type(exc).__name__}: {exc}"
+            kind, message = describe(exc)
+            turn.probe_errors[name] = f"{kind}: {message}"
 
 
 _COMPLETED = "agent_completed"
-_NOT_THE_AGENTS = (TimeoutError, HarnessError)
-"""Errors that are never an agent's expected failure: time ran out, or the harness broke."""
+_NOT_THE_AGENTS = (TimeoutError, HarnessError, CassetteMiss, ModelError)
+"""Errors that are never an agent's expected failure: time ran out, the harness broke, a
+replay found no recording, or a model could not be called (a provider's outage, a bad key
+or model id: no answer came, so nothing was refused)."""
+
+
+def not_the_agents(exc: BaseException) -> BaseException | None:
+    """The exception in `exc` (itself, or any leaf of its exception groups) that makes it an
+    error rather than the agent's own failure; `None` when the agent just failed."""
+    return find(exc, _NOT_THE_AGENTS)
 
 
 async def _grade(graders: list[Grader], ctx: GradeContext, *, expect: str) -> list[Score]:

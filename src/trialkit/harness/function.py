@@ -12,7 +12,15 @@ import anyio.to_thread
 
 from trialkit._calls import is_async
 from trialkit._record import clean_text
-from trialkit.harness.base import Harness, HarnessLike, Reply, Session, TrialContext
+from trialkit.harness._agent_output import AgentOutputError
+from trialkit.harness.base import (
+    Harness,
+    HarnessError,
+    HarnessLike,
+    Reply,
+    Session,
+    TrialContext,
+)
 from trialkit.models.base import key_of
 from trialkit.models.context import current_settings
 from trialkit.transcript import Message, current_recorder
@@ -32,7 +40,7 @@ def to_reply(result: object, *, source: str) -> Reply:
         return Reply(output=None)
     if isinstance(result, dict | list | int | float | bool):
         return Reply(output=json.dumps(result, ensure_ascii=False))
-    raise TypeError(
+    raise AgentOutputError(  # a broken harness, never the agent's expected failure
         f"{source} returned {type(result).__name__}; expected a string, a trialkit Reply, "
         "None, or JSON-serialisable data"
     )
@@ -152,7 +160,9 @@ class SessionHarness(Harness):
         if inspect.isawaitable(agent):
             agent = await agent
         if not callable(getattr(agent, "send", None)):
-            raise TypeError(f"{self.name} made {type(agent).__name__}, which has no send() method")
+            raise HarnessError(
+                f"{self.name} made {type(agent).__name__}, which has no send() method"
+            )
         return _ObjectSession(agent, self.name)
 
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from trialkit._errors import describe, leaves, only
 from trialkit.harness.base import HarnessError
 from trialkit.harness.tools import GiveUp, Tool, ToolArgumentsError
 from trialkit.transcript import ToolCall, TranscriptRecorder, current_recorder
@@ -150,8 +151,15 @@ class ToolServer:
     ) -> None:
         stack, self._stack = self._stack, None
         self.port = None
-        if stack is not None:
+        if stack is None:
+            return
+        try:
             await stack.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            if exc is None or leaves(group) != [exc]:
+                raise
+            # Only the block's own exception, wrapped by the server's task group: let it
+            # propagate as it was raised (a timeout stays a `TimeoutError`).
 
     async def _serve(self, stop: anyio.Event, *, task_status: TaskStatus[int]) -> None:
         import uvicorn
@@ -248,12 +256,13 @@ class ToolServer:
             return await tool.call(call.arguments, ctx=self.ctx), False
         except ToolArgumentsError as exc:
             return str(exc), True
-        except GiveUp as exc:  # a deliberate answer, not a broken tool
-            reason = str(exc) or f"{call.name} gave up"
+        except Exception as exc:
+            given = only(exc, GiveUp)  # a deliberate answer, not a broken tool
+            if given is None:
+                return "{}: {}".format(*describe(exc)), True
+            reason = str(given) or f"{call.name} gave up"
             self.gave_up = self.gave_up or reason
             return f"gave up: {reason}", False
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}", True
 
 
 def _quiet_server(

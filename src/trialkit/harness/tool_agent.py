@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from trialkit._errors import describe, only
 from trialkit.harness.base import Reply, Session, TrialContext
 from trialkit.harness.chat import ChatHarness
 from trialkit.harness.tools import GiveUp, Tool, ToolArgumentsError
@@ -179,12 +180,14 @@ class _ToolSession(Session):
                 is_error = False
             except ToolArgumentsError as exc:
                 result = str(exc)
-            except GiveUp as exc:  # a deliberate answer, not a broken tool
-                gave_up = str(exc) or f"{call.name} gave up"
-                result = f"gave up: {gave_up}"
-                is_error = False
             except Exception as exc:
-                result = f"{type(exc).__name__}: {exc}"
+                given = only(exc, GiveUp)  # a deliberate answer, not a broken tool
+                if given is not None:
+                    gave_up = str(given) or f"{call.name} gave up"
+                    result = f"gave up: {gave_up}"
+                    is_error = False
+                else:
+                    result = "{}: {}".format(*describe(exc))
         done = call.model_copy(
             update={
                 "result": result,
