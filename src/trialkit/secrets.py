@@ -1,0 +1,228 @@
+"""Secrets never leave the process: every credential trialkit knows of is replaced by
+`[REDACTED]` in what it stores, writes or prints (DESIGN §4).
+
+The secrets known are
+
+- the values of the environment variables whose names say they hold one: `*_API_KEY`,
+  `*_APIKEY`, `*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `*_PASSWD`, `*_PASSPHRASE`
+  (`OPENAI_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `LANGFUSE_SECRET_KEY`...), read at each use;
+- the values given to `register_secret` (the models register the `api_key` they are given,
+  and the key and token of an SDK client passed in, see `register_client`).
+
+A value shorter than `MIN_LENGTH` characters is not a secret (it would match ordinary text).
+Whatever the source, a token after `Bearer ` (16 characters or more), and the value of an
+`x-api-key` or `api-key` header written out as text, are redacted too.
+
+`redact` works on text, `redact_json` on JSON text (it keeps it valid JSON), `redact_data` on
+JSON-like data. The choke points that call them: `ErrorInfo` (every error message and
+traceback), `ManagedModel` (model errors and recorded calls), the store's row builders, the
+report and export writers and the command line's output.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO, TypeVar
+
+from pydantic import BaseModel
+
+REDACTED = "[REDACTED]"
+MIN_LENGTH = 8
+
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE)S?$", re.IGNORECASE
+)
+_HEADER_TOKEN = re.compile(
+    r"\b(?P<lead>Bearer\s+)[A-Za-z0-9._~+/=\-]{16,}"
+    r"|\b(?P<name>(?i:x-api-key|api-key))(?P<sep>[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9._~+/=\-]{8,}"
+)
+_HINT = re.compile(r"Bearer|(?i:api-key)")
+"""What a text must contain for `_HEADER_TOKEN` to find anything: a quick test first."""
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_secret(*values: object) -> None:
+    """Treat each of `values` (a string; others are ignored) as a secret from now on, in this
+    process. A `Bearer TOKEN` value registers the token."""
+    with _lock:
+        for value in values:
+            if not isinstance(value, str):
+                continue
+            value = value.strip()
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() in ("bearer", "basic") and token:
+                value = token.strip()
+            if len(value) >= MIN_LENGTH:
+                _registered.add(value)
+
+
+def register_client(client: object) -> None:
+    """Register the credentials an SDK client sends: its `api_key` and `auth_token` (the
+    anthropic SDK sends a token as `Authorization: Bearer`), and the `Authorization`,
+    `x-api-key` and `api-key` headers it was given."""
+    if client is None:
+        return
+    register_secret(getattr(client, "api_key", None), getattr(client, "auth_token", None))
+    for attribute in ("default_headers", "_custom_headers"):
+        try:
+            headers = getattr(client, attribute, None)
+        except Exception:  # a property of a client we do not know
+            continue
+        if not isinstance(headers, dict):
+            continue
+        for name, value in headers.items():
+            if isinstance(name, str) and name.lower() in ("authorization", "x-api-key", "api-key"):
+                register_secret(value)
+
+
+def known_secrets() -> frozenset[str]:
+    """The secrets known now: the registered ones and those of the environment."""
+    found = {
+        value.strip()
+        for name, value in os.environ.items()
+        if _SECRET_NAME.search(name) and len(value.strip()) >= MIN_LENGTH
+    }
+    with _lock:
+        found |= _registered
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
+    forms = {form for secret in secrets for form in _forms(secret)}
+    if not forms:
+        return None
+    return re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+
+
+def _forms(secret: str) -> Iterable[str]:
+    """The secret, and as it appears inside a JSON string."""
+    yield secret
+    yield json.dumps(secret)[1:-1]
+    yield json.dumps(secret, ensure_ascii=False)[1:-1]
+
+
+def redact(text: str) -> str:
+    """`text` with every known secret, and every header-like token, replaced by `[REDACTED]`."""
+    pattern = _pattern(known_secrets())
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
+    if _HINT.search(text):
+        text = _HEADER_TOKEN.sub(_header_replacement, text)
+    return text
+
+
+def _header_replacement(match: re.Match[str]) -> str:
+    if match.group("lead") is not None:
+        return match.group("lead") + REDACTED
+    return match.group("name") + match.group("sep") + REDACTED
+
+
+def needs_redaction(text: str) -> bool:
+    """Whether `text` may hold something to redact, plain or inside JSON strings: a known
+    secret, or a word (`Bearer`, `api-key`) a header-like token may follow."""
+    pattern = _pattern(known_secrets())
+    return bool(pattern is not None and pattern.search(text)) or bool(_HINT.search(text))
+
+
+def redact_data(value: Any) -> Any:
+    """JSON-like data (dicts, lists, strings, numbers) with `redact` applied to every string,
+    keys included. Data with nothing to redact is returned as it is."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_data(k): redact_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_data(item) for item in value]
+    return value
+
+
+def redact_json(text: str) -> str:
+    """JSON text with `redact` applied to each of its strings; still valid JSON. Text with
+    nothing to redact is returned unchanged (the check is a search, not a parse)."""
+    if not needs_redaction(text):
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return redact(text)
+    return json.dumps(redact_data(data), ensure_ascii=False, separators=(",", ":"))
+
+
+def redact_optional(text: str | None) -> str | None:
+    return None if text is None else redact(text)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def redact_record(record: M) -> M:
+    """A pydantic record with every string redacted: the same object when nothing is."""
+    text = record.model_dump_json()
+    if not needs_redaction(text):
+        return record
+    redacted = redact_json(text)
+    return record if redacted == text else type(record).model_validate_json(redacted)
+
+
+class RedactingStream:
+    """A text stream that redacts what is written to it before passing it on: the command
+    line wraps standard output and standard error in one, so no secret reaches a terminal or
+    a CI log, whichever part of trialkit (or of the code it runs) prints it. Its `buffer`,
+    for bytes, redacts too."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        raw = getattr(inner, "buffer", None)
+        self.buffer = None if raw is None else _RedactingBuffer(raw)
+
+    def write(self, text: str) -> int:
+        if isinstance(text, str):
+            self.inner.write(redact(text))
+            return len(text)
+        return self.inner.write(text)  # bytes: refused as the stream refuses them
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class _RedactingBuffer:
+    """The bytes side of a `RedactingStream` (UTF-8; bytes that are not pass unchanged)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, data: bytes) -> int:
+        text = bytes(data).decode("utf-8", "surrogateescape")
+        self.inner.write(redact(text).encode("utf-8", "surrogateescape"))
+        return len(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def redact_standard_streams() -> Callable[[], None]:
+    """Wrap `sys.stdout` and `sys.stderr` in `RedactingStream`s (unless they are already);
+    returns the function that puts back what was there."""
+    before = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, RedactingStream) and sys.stdout is not None:
+        sys.stdout = RedactingStream(sys.stdout)
+    if not isinstance(sys.stderr, RedactingStream) and sys.stderr is not None:
+        sys.stderr = RedactingStream(sys.stderr)
+
+    def restore() -> None:
+        sys.stdout, sys.stderr = before
+
+    return restore
