@@ -157,14 +157,38 @@ def find_secret(value: object, where: str = "$") -> str | None:
     return None
 
 
+MAX_DEPTH = 100
+"""A recording nested deeper than this is refused: no model request or response is, and the
+hashing, validation and checks of a recording recurse."""
+
+
+def _depth_over(data: object, limit: int) -> bool:
+    """Whether `data` (parsed JSON) nests lists and objects more than `limit` deep."""
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth >= limit:
+                return True
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+    return False
+
+
 def _load(path: Path) -> _File | None:
     """The recording at `path`, None when there is none; `CassetteError` when it is unusable."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+    except RecursionError:
+        raise CassetteError(f"{path}: nested too deeply to read; fix or delete it") from None
     except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
         raise CassetteError(f"{path}: not readable JSON ({exc}); fix or delete it") from exc
+    if _depth_over(data, MAX_DEPTH):
+        raise CassetteError(
+            f"{path}: nested more than {MAX_DEPTH} levels deep: not a recording; fix or delete it"
+        )
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
         raise CassetteError(f"{path}: schema_version {version!r}, this trialkit reads 1")
@@ -172,6 +196,8 @@ def _load(path: Path) -> _File | None:
         return _File.model_validate(data)
     except ValidationError as exc:
         raise CassetteError(f"{path}: not a cassette recording: {_first_error(exc)}") from exc
+    except (ValueError, TypeError, RecursionError) as exc:  # raised by a validator of ours
+        raise CassetteError(f"{path}: not a cassette recording: {exc}") from exc
 
 
 def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
@@ -184,18 +210,26 @@ def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise CassetteError(f"{path}: not a valid manifest ({exc})") from None
     try:
         if data["schema_version"] == 1:
-            return {"": {"written_at": data.get("written_at"), "keys": list(data["keys"])}}
+            return {"": {"written_at": data.get("written_at"), "keys": _keys(data["keys"])}}
         suites = data["suites"]
         return {
-            str(suite): {"written_at": entry.get("written_at"), "keys": list(entry["keys"])}
+            str(suite): {"written_at": entry.get("written_at"), "keys": _keys(entry["keys"])}
             for suite, entry in suites.items()
         }
     except (KeyError, TypeError, AttributeError) as exc:
         raise CassetteError(f"{path}: not a valid manifest (no {exc})") from None
+    except ValueError as exc:
+        raise CassetteError(f"{path}: not a valid manifest ({exc})") from None
+
+
+def _keys(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(key, str) for key in value):
+        raise ValueError("its keys are not a list of request keys")
+    return value
 
 
 def _write(path: Path, data: object) -> None:

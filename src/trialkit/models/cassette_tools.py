@@ -52,7 +52,10 @@ class CassetteStats(Record):
 def cassette_stats(root: str | Path) -> CassetteStats:
     stats, times = CassetteStats(), []
     for path in cassette_files(root):
-        size = path.stat().st_size
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:  # removed meanwhile
+            continue
         stats.files, stats.total_bytes = stats.files + 1, stats.total_bytes + size
         try:
             if (file := _load(path)) is None:  # removed meanwhile
@@ -78,7 +81,10 @@ def verify_cassette(root: str | Path) -> list[str]:
         except CassetteError as exc:
             problems.append(str(exc))
             continue
-        problems += [f"{path}: {problem}" for problem in _check(path, file)] if file else []
+        try:
+            problems += [f"{path}: {problem}" for problem in _check(path, file)] if file else []
+        except (ValueError, TypeError, RecursionError) as exc:  # a recording nothing foresaw
+            problems.append(f"{path}: cannot be checked: {exc}")
     return problems
 
 
