@@ -8,6 +8,7 @@ code: a change to the code's order or to what it looks at shows up as a mismatch
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +251,37 @@ def test_a_replay_gives_each_trial_and_occurrence_its_own_answer(
     for trial, occurrence in itertools.product(range(5), range(3)):
         if (trial, occurrence) not in slots:  # a slot never recorded is a miss, not a neighbour's
             assert replay.lookup("openai/m", request, trial=trial, occurrence=occurrence) is None
+
+
+def test_a_key_is_stable_across_versions_and_dict_order() -> None:
+    """Committed cassettes go on replaying only while the same request hashes the same: the
+    canonical form (names, separators, escaping) is pinned by a known key."""
+
+    def request(args: dict[str, Any]) -> ModelRequest:
+        call = ToolCall(id="c1", name="weather", arguments=args)
+        return ModelRequest(
+            messages=[
+                Message(role="system", content="Be brief."),
+                Message(role="user", content="Wetter in Zürich? ☀"),
+                Message(role="assistant", tool_calls=[call]),
+                Message(role="tool", content="sunny", tool_call_id="c1", name="weather"),
+            ],
+            tools=[ToolSpec(name="weather", description="The weather.")],
+            config=GenerationConfig(temperature=0.0, max_tokens=64),
+        )
+
+    known = "0bdb32c8aefa583ad10f989d4cf459a16c53d151c2b41d7b1cdb8407831b4765"
+    assert request({"unit": "C", "city": "Zürich"}).key("openai/gpt-4o-mini") == known
+    assert request({"city": "Zürich", "unit": "C"}).key("openai/gpt-4o-mini") == known
+
+
+def test_the_committed_quickstart_cassette_still_matches_its_requests() -> None:
+    root = Path(__file__).resolve().parent.parent / "examples" / "quickstart" / "cassette"
+    files = sorted(root.glob("*/*/*.json"))
+    assert files
+    for path in files:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        request = ModelRequest.model_validate(
+            {k: v for k, v in data["request"].items() if k not in ("schema_version", "model")}
+        )
+        assert request.key(data["request"]["model"]) == path.stem, path
