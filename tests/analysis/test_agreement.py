@@ -202,3 +202,33 @@ def test_judges_and_humans_on_the_same_trials() -> None:
         ).alpha
     )
     assert (interval.units, interval.units_left_out) == (3, 1)
+
+
+def vote(name: str, parts: list[str], judges: list[str] | None) -> Score:
+    score = Score(name=name, verdict=Verdict.PASS)
+    score.assertions = [Score.from_bool(True, name=p).as_assertion() for p in parts]
+    if judges is not None:
+        score.metadata = {"judges": judges}
+    return score
+
+
+def test_the_default_raters_are_the_judges_a_vote_lists_whatever_their_names() -> None:
+    from trialkit.analysis.agreement import default_raters
+
+    listed = vote("panel", ["judge a", "exact", "judge b"], ["judge a", "judge b"])
+    assert default_raters([make_trial("q", 0, listed)]) == ["judge a", "judge b"]
+    # A vote with fewer than two judges gives way to the judge scores of the run.
+    lone = vote("panel", ["judge a", "exact"], ["judge a"])
+    single = Score(name="polite?", verdict=Verdict.PASS, metadata={"judge_model": "scripted/x"})
+    other = Score(name="kind?", verdict=Verdict.FAIL, metadata={"judge_model": "scripted/y"})
+    assert default_raters([make_trial("q", 0, lone, single, other)]) == ["polite?", "kind?"]
+
+
+def test_a_vote_stored_before_it_listed_its_judges_is_read_by_their_default_names() -> None:
+    from trialkit.analysis.agreement import default_raters
+
+    old = vote("majority(...)", ["judge('a')", "judge('b')", "exact"], None)
+    assert default_raters([make_trial("q", 0, old)]) == ["judge('a')", "judge('b')"]
+    # Once a vote lists its judges, a name is no longer taken as a sign of one.
+    listed = vote("panel", ["judge('a')", "judge('b')"], [])
+    assert default_raters([make_trial("q", 0, listed)]) == []

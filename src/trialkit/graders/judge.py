@@ -424,8 +424,7 @@ class _Vote(_Composite):
             score = self.decide(decided)
         score.assertions = [s.as_assertion() for s in scores]
         judges = [s.name for p, s in zip(self.parts, scores, strict=True) if _is_judge(p, s)]
-        if judges:
-            score.metadata = {**score.metadata, JUDGES_KEY: judges}
+        score.metadata = {**score.metadata, JUDGES_KEY: judges}
         return score
 
     def decide(self, decided: list[Score]) -> Score:
