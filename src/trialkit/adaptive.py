@@ -30,7 +30,7 @@ import anyio
 
 from trialkit.metrics import wilson_interval
 from trialkit.score import Verdict
-from trialkit.task import SuiteKind
+from trialkit.task import SuiteError, SuiteKind, trials_problem
 
 T = TypeVar("T")
 
@@ -51,8 +51,8 @@ class Adaptive:
     """Decided trials needed before the interval may stop a task."""
 
     def __post_init__(self) -> None:
-        if self.max_trials is not None and self.max_trials < 1:
-            raise ValueError(f"max_trials must be >= 1, got {self.max_trials}")
+        if self.max_trials is not None and (problem := trials_problem(self.max_trials)):
+            raise SuiteError(f"max_trials: {problem}")
         if not 0 < self.precision <= 1:
             raise ValueError(f"precision must be within (0, 1], got {self.precision}")
         if self.min_trials < 1:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import anyio
 import anyio.to_thread
 
+from trialkit._errors import RunFailed, find
 from trialkit._gc import fewer_collections
 from trialkit._writer import TrialWriter
 from trialkit.adaptive import Adaptive, AdaptiveQueue
@@ -42,7 +43,7 @@ from trialkit.report import (
 )
 from trialkit.run_trial import PlannedTask, TrialRunner, model_name
 from trialkit.score import Verdict
-from trialkit.task import Suite, SuiteError, Task
+from trialkit.task import Suite, SuiteError, Task, timeout_problem, trials_problem
 from trialkit.trial import Trial
 
 if TYPE_CHECKING:
@@ -116,10 +117,11 @@ class Runner:
                 "a harness given to the Runner cannot be sent to worker processes or Ray "
                 "actors: put it on the suite, or run in this process"
             )
-        if trials is not None and trials < 1:
-            raise ValueError(f"trials must be >= 1, got {trials}")
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        # SuiteError (a ValueError): the command line shows it as one line, exit 2
+        if trials is not None and (problem := trials_problem(trials)) is not None:
+            raise SuiteError(f"trials (the run's override): {problem}")
+        if timeout is not None and (problem := timeout_problem(timeout)) is not None:
+            raise SuiteError(f"timeout (the run's override): {problem}")
         if max_cost is not None and not max_cost > 0:
             raise ValueError(f"max_cost must be > 0 dollars, got {max_cost}")
         if isinstance(store, str):
@@ -458,12 +460,15 @@ class Runner:
 
         settings = self.run_settings(suite)
         stored = create is None
+        running = False
+        broken: Exception | None = None  # trialkit's own machinery failed mid-run: exit 4
         try:
             with use_settings(settings), fewer_collections():
                 async with self._executor(suite, run, total) as executor:
                     if create is not None:
                         await create()
                         stored = True
+                    running = True
                     run_trial = executor or run_trial
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(writer.loop)
@@ -478,18 +483,30 @@ class Runner:
                     f"the cost budget of ${self.max_cost:g} was spent (${budget.spent:.4f}) "
                     f"after {self.finished} of {total} trials"
                 )
-        except BaseException:
-            run.status = "interrupted"
-            raise
+        except BaseException as exc:
+            run.status = "interrupted"  # what finished is stored, and --resume continues
+            broken = _machinery_failure(exc) if running else None
+            if broken is None:
+                raise
         finally:
             if adaptive is not None:
                 run.config["adaptive"]["stopped"] = adaptive.stop_reasons()
             if settings.run_calls:
                 run.config["judge_controls"] = run_calls_summary(settings.run_calls)
             run.finished_at = datetime.now(UTC)
-            writer.flush_now()
-            if self.store is not None and stored:
-                self.store.finish_run(run)
+            try:
+                writer.flush_now()
+                if self.store is not None and stored:
+                    self.store.finish_run(run)
+            except Exception as exc:
+                from trialkit.store.errors import StoreError  # loaded: a store is open
+
+                if not isinstance(exc, StoreError):
+                    raise
+                # The store broke: stop as a run that could not finish, or let what was
+                # already propagating (Ctrl-C) go on.
+                broken = broken or exc
+                run.status = "interrupted"
             if self.progress is not None:
                 self.progress.stop()
             with anyio.CancelScope(shield=True):
@@ -498,6 +515,14 @@ class Runner:
                 whole = run.status == "completed" and create is not None and not self._selects()
                 self.settings.cassette.write_manifest(suite.id, complete=whole)
             self._export("on_run_end", run)
+        if broken is not None:
+            from trialkit.store.errors import StoreError
+
+            reason = str(broken) or type(broken).__name__
+            store = self.store
+            if isinstance(broken, StoreError) and store is not None and store.url not in reason:
+                reason = f"the store {store.url}: {reason}"  # the line names the store
+            raise RunFailed(reason, run_id=run.id, stored=writer.saved) from broken
 
     def trial_runner(self, run_id: str, suite: Suite, harness: Harness) -> TrialRunner:
         """What runs one trial of `suite` in this process."""
@@ -537,6 +562,15 @@ class Runner:
         workers = min(self.workers, total, self.concurrency)  # each runs at least one trial
         async with open_pool(suite, self, run.id, workers=workers, concurrency=share) as pool:
             yield pool.run
+
+
+def _machinery_failure(exc: BaseException) -> Exception | None:
+    """The failure of trialkit's own machinery in `exc` (or in its exception groups): the
+    store refused to save, or the executor's workers kept dying; `None` for anything else."""
+    from trialkit.executors.processes import WorkerError
+    from trialkit.store.errors import StoreError
+
+    return find(exc, (StoreError, WorkerError))
 
 
 def run_sync(

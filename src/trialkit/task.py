@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_TRIALS = 1
+MAX_TRIALS = 10_000
+"""The most trials a task may get: more is a typo, and would exhaust memory planning them."""
+MAX_TIMEOUT_S = 86_400.0
+"""The longest a trial may take (a day); `timeout` is a number of seconds in (0, MAX]."""
+MAX_ID_CHARS = 200
+"""The longest a suite or task id may be (ids name runs, files and report lines)."""
 
 Expect = Literal["success", "failure"]
 
@@ -116,10 +122,8 @@ class Task:
 
     def __post_init__(self) -> None:
         where = f"task {self.id!r}"
-        if not isinstance(self.id, str) or not self.id.strip():
-            raise SuiteError("task: id: must be a non-empty string")
-        if _ID_FORBIDDEN.search(self.id):
-            raise SuiteError(f"{where}: id: must not contain '/', '#' or control characters")
+        if (problem := id_problem(self.id)) is not None:
+            raise SuiteError(f"{_named('task', self.id)}: id: {problem}")
         try:
             self.input = normalize_input(self.input)
         except (TypeError, ValueError) as exc:
@@ -128,10 +132,10 @@ class Task:
             raise SuiteError(
                 f"{where}: expect: must be 'success' or 'failure', got {self.expect!r}"
             )
-        if self.trials is not None and (not isinstance(self.trials, int) or self.trials < 1):
-            raise SuiteError(f"{where}: trials: must be a whole number >= 1, got {self.trials!r}")
-        if self.timeout is not None and not self.timeout > 0:
-            raise SuiteError(f"{where}: timeout: must be > 0 seconds, got {self.timeout!r}")
+        if self.trials is not None and (problem := trials_problem(self.trials)) is not None:
+            raise SuiteError(f"{where}: trials: {problem}")
+        if self.timeout is not None and (problem := timeout_problem(self.timeout)) is not None:
+            raise SuiteError(f"{where}: timeout: {problem}")
         if self.kind is not None:
             try:
                 self.kind = SuiteKind(self.kind)
@@ -163,7 +167,42 @@ class Task:
         return users[-1] if users else first[-1].content
 
 
-_ID_FORBIDDEN = re.compile(r"[/#\x00-\x1f]")
+_ID_FORBIDDEN = re.compile(r"[/#\x00-\x1f\x7f-\x9f]")
+"""`/` and `#` separate a run, a task and a trial (`RUN/TASK#N`); control characters (C0,
+DEL and C1) would garble the terminal, files and reports that show ids."""
+
+
+def id_problem(value: object) -> str | None:
+    """What is wrong with `value` as a suite or task id, or `None` when it is a good one."""
+    if not isinstance(value, str) or not value.strip():
+        return "must be a non-empty string"
+    if _ID_FORBIDDEN.search(value):
+        return "must not contain '/', '#' or control characters"
+    if len(value) > MAX_ID_CHARS:
+        return f"must be at most {MAX_ID_CHARS} characters, got {len(value)}"
+    return None
+
+
+def _named(what: str, value: object) -> str:
+    return f"{what} {value!r}" if isinstance(value, str) and value.strip() else what
+
+
+def trials_problem(value: object) -> str | None:
+    """What is wrong with `value` as a trial count (a whole number in 1..MAX_TRIALS)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_TRIALS:
+        return f"must be a whole number from 1 to {MAX_TRIALS:,}, got {value!r}"
+    return None
+
+
+def timeout_problem(value: object) -> str | None:
+    """What is wrong with `value` as a timeout (seconds, a number in (0, MAX_TIMEOUT_S])."""
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not 0 < value <= MAX_TIMEOUT_S
+    ):
+        return f"must be a number of seconds > 0 and <= {MAX_TIMEOUT_S:,.0f}, got {value!r}"
+    return None
 
 
 def _check_probes(probes: object, where: str) -> dict[str, Callable[[Any], Any]]:
@@ -210,8 +249,11 @@ class Suite:
     it again themselves: a suite holds functions, which are never sent between processes."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id.strip():
-            raise SuiteError("suite: id: must be a non-empty string")
+        if (problem := id_problem(self.id)) is not None:
+            shown = (
+                f"suite {self.id!r}" if isinstance(self.id, str) and self.id.strip() else "suite"
+            )
+            raise SuiteError(f"{shown}: id: {problem}")
         where = f"suite {self.id!r}"
         self.probes = _check_probes(self.probes, where)
         try:
@@ -220,10 +262,10 @@ class Suite:
             raise SuiteError(
                 f"{where}: kind: must be 'capability', 'regression' or 'mixed', got {self.kind!r}"
             ) from None
-        if not isinstance(self.trials, int) or self.trials < 1:
-            raise SuiteError(f"{where}: trials: must be a whole number >= 1, got {self.trials!r}")
-        if not self.timeout > 0:
-            raise SuiteError(f"{where}: timeout: must be > 0 seconds, got {self.timeout!r}")
+        if (problem := trials_problem(self.trials)) is not None:
+            raise SuiteError(f"{where}: trials: {problem}")
+        if (problem := timeout_problem(self.timeout)) is not None:
+            raise SuiteError(f"{where}: timeout: {problem}")
         self.tasks = list(self.tasks)
         seen: set[str] = set()
         for task in self.tasks:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from trialkit._record import Record
 from trialkit.transcript import Message, ToolCall, Usage
@@ -38,14 +39,24 @@ class ForceTool(Record):
 ToolChoice = Literal["auto", "none", "required"] | ForceTool
 
 
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # pydantic would read true as 1
+        raise PydanticCustomError("number_type", "Input should be a number")
+    return value
+
+
+_Float = Annotated[float, BeforeValidator(_not_bool)]
+_Int = Annotated[int, BeforeValidator(_not_bool)]
+
+
 class GenerationConfig(Record):
     """Sampling parameters; `None` leaves the provider's default."""
 
-    temperature: float | None = None
-    max_tokens: int | None = None
-    top_p: float | None = None
+    temperature: _Float | None = None
+    max_tokens: _Int | None = None
+    top_p: _Float | None = None
     stop: list[str] | None = None
-    seed: int | None = None
+    seed: _Int | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific parameters passed through as they are (part of the cassette key)."""
 

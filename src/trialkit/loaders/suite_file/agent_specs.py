@@ -9,7 +9,7 @@ from trialkit.graders.base import GraderLike
 from trialkit.loaders.errors import FieldPath
 from trialkit.loaders.suite_file.context import BuildContext
 from trialkit.loaders.suite_file.entry import GraderEntry
-from trialkit.loaders.suite_file.fields import FileModel, Shorthand, Text
+from trialkit.loaders.suite_file.fields import Count, FileModel, Shorthand, Text
 
 
 class ToolCalledArgs(Shorthand):
@@ -20,7 +20,7 @@ class ToolCalledArgs(Shorthand):
     """The tool's name."""
     args: dict[str, JsonValue] | None = None
     """Arguments the call must have (a subset; values compared with ==)."""
-    times: int | None = Field(default=None, ge=0)
+    times: Count | None = None
     """Exactly this many matching calls."""
 
 
@@ -59,7 +59,7 @@ class CountArgs(Shorthand):
     """A limit; `max_tool_calls: 5` is the short form."""
 
     short_field = "n"
-    n: int = Field(ge=0)
+    n: Count
     name: str | None = None
     """Count only this tool's calls (for `max_tool_calls`)."""
 
@@ -79,7 +79,7 @@ class MaxTurns(GraderEntry):
     """The agent called its model at most `n` times."""
 
     name = "max_turns"
-    max_turns: int = Field(ge=0)
+    max_turns: Count
 
     def build(self, ctx: BuildContext, path: FieldPath) -> GraderLike | None:
         return self._make(ctx, path, graders.max_turns, self.max_turns)

@@ -25,7 +25,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
-from trialkit.task import _ID_FORBIDDEN
+from trialkit.task import MAX_TIMEOUT_S, MAX_TRIALS, id_problem
 
 TAG = "~"
 """Union members are tagged `~name`; the tags show up in error locations and are dropped there."""
@@ -226,25 +226,31 @@ PythonRef = Annotated[
 ]
 
 
-def _check_suite_id(value: str) -> str:
-    if not value.strip():
-        raise problem("must be a non-empty string")
+def _check_id(value: str) -> str:
+    if (message := id_problem(value)) is not None:
+        raise problem(message)
     return value
 
 
-def _check_task_id(value: str) -> str:
-    _check_suite_id(value)
-    if _ID_FORBIDDEN.search(value):
-        raise problem("must not contain '/', '#' or control characters")
+def _no_bool(value: Any) -> Any:
+    """YAML's `true` is a bool, which pydantic would otherwise take for the number 1."""
+    if isinstance(value, bool):
+        raise problem(f"must be a number, got {str(value).lower()}")
     return value
 
 
-SuiteId = Annotated[str, AfterValidator(_check_suite_id)]
-"""A suite id: non-empty (as `Suite` requires)."""
-TaskId = Annotated[str, AfterValidator(_check_task_id)]
+NotBool = BeforeValidator(_no_bool)
+"""On every number a file holds: true and false are never numbers."""
+
+SuiteId = Annotated[str, AfterValidator(_check_id)]
+"""A suite id: non-empty, without '/', '#' or control characters (as `Suite` requires)."""
+TaskId = Annotated[str, AfterValidator(_check_id)]
 """A task id: non-empty, without '/', '#' or control characters (as `Task` requires)."""
 
-Trials = Annotated[int, Field(strict=True, ge=1)]
-Seconds = Annotated[float, Field(gt=0)]
-Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+Trials = Annotated[int, Field(strict=True, ge=1, le=MAX_TRIALS)]
+Seconds = Annotated[float, NotBool, Field(gt=0, le=MAX_TIMEOUT_S)]
+Count = Annotated[int, NotBool, Field(ge=0)]
+"""A whole number >= 0 (never true/false)."""
+Weight = Annotated[float, NotBool, Field(ge=0.0)]
+Fraction = Annotated[float, NotBool, Field(ge=0.0, le=1.0)]
 """A number in [0, 1], e.g. a passing threshold."""

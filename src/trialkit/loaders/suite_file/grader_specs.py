@@ -48,11 +48,13 @@ from trialkit.loaders.suite_file.context import BuildContext
 from trialkit.loaders.suite_file.entry import GraderEntry
 from trialkit.loaders.suite_file.fields import (
     TEXT_SCHEMA,
+    Count,
     FileModel,
     Fraction,
     PythonRef,
     Shorthand,
     Text,
+    Weight,
     check_one_key,
     describe,
     has_template,
@@ -223,7 +225,7 @@ class WeightedPart(FileModel):
     """One grader of a `weighted` mean and its weight."""
 
     grader: GraderSpec
-    weight: Annotated[float, Field(ge=0.0)] = 1.0
+    weight: Weight = 1.0
 
 
 class WeightedArgs(FileModel):
@@ -395,7 +397,7 @@ class LevenshteinArgs(Shorthand):
     short_field = "expected"
     short_schema = TEXT_SCHEMA
     expected: Text
-    max_distance: int = Field(default=5, ge=0)
+    max_distance: Count = 5
 
 
 class Levenshtein(GraderEntry):
