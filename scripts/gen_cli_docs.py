@@ -28,6 +28,7 @@ traceback). Exit codes of `trialkit run`:
 | 1 | the gate failed: a regression task did not pass, or the pass rate is under `--min-pass-rate` |
 | 2 | bad usage or a bad suite: nothing ran (an empty task selection is exit 2) |
 | 3 | more trials errored than `--fail-on-error` allows (default: none) |
+| 4 | the run could not finish: the store (a full disk, a table gone, a database stopped) or the worker processes failed mid-run; one line names what failed and why, the trials that finished are stored, and `trialkit run TARGET --resume RUN` continues |
 | 130 | interrupted: the trials that finished are stored |
 
 When both apply, 3 wins over 1: a run whose trials errored cannot be trusted to have passed.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-__all__ = ["cause", "describe", "find", "leaves", "only"]
+__all__ = ["RunFailed", "cause", "describe", "find", "leaves", "only"]
 
 E = TypeVar("E", bound=BaseException)
 
@@ -67,3 +67,20 @@ def describe(exc: BaseException, *, first: tuple[type[BaseException], ...] = ())
         noun = "error" if len(unique) == 1 else "errors"
         message = f"{message} (and {len(unique)} other {noun}: {also})"
     return type(main).__name__, message
+
+
+class RunFailed(Exception):
+    """The run could not finish: trialkit's own machinery (the store, the executor's workers)
+    failed mid-run. What finished is stored, so far as the store allowed, and the run can be
+    resumed (`Runner.run(resume=run_id)`, `trialkit run --resume RUN`). Exit 4 of `run`."""
+
+    def __init__(self, reason: str, *, run_id: str, stored: int) -> None:
+        super().__init__(
+            f"{reason}; {stored} finished {'trial is' if stored == 1 else 'trials are'} "
+            f"stored, resuming run {run_id} continues"
+        )
+        self.reason = reason
+        """What failed and why, in one line (the store's URL or the executor, and the cause)."""
+        self.run_id = run_id
+        self.stored = stored
+        """How many trials of this run this invocation stored before it stopped."""

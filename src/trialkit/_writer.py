@@ -29,6 +29,10 @@ class TrialWriter:
         self.closed = False
         self.wake = anyio.Event()
         self.drained = anyio.Event()
+        self.saved = 0
+        """Trials committed so far."""
+        self.failed = False
+        """The store refused a batch: nothing more is written (the run stops)."""
 
     async def put(self, trial: Trial) -> None:
         if self.store is None:
@@ -54,11 +58,23 @@ class TrialWriter:
             self.drained = anyio.Event()
             if batch:
                 # Not abandoned on cancel: a batch in flight is committed before Ctrl-C lands.
-                await anyio.to_thread.run_sync(store.save_trials, batch)
+                try:
+                    await anyio.to_thread.run_sync(store.save_trials, batch)
+                except BaseException:
+                    self.failed = True
+                    self.drained.set()  # no worker may wait for a writer that has stopped
+                    raise
+                self.saved += len(batch)
             if self.closed and not self.pending:
                 return
 
     def flush_now(self) -> None:
-        if self.store is not None and self.pending:
+        """Commit what is pending, unless the store already refused a batch."""
+        if self.store is not None and self.pending and not self.failed:
             batch, self.pending = self.pending, []
-            self.store.save_trials(batch)
+            try:
+                self.store.save_trials(batch)
+            except BaseException:
+                self.failed = True
+                raise
+            self.saved += len(batch)

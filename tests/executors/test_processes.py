@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 from tests.fakes.provider_server import ProviderServer
 from trialkit import Runner, Suite, Task
+from trialkit._errors import RunFailed
 from trialkit.adaptive import Adaptive
 from trialkit.executors import WorkerError
 from trialkit.loaders.target import load_target
@@ -227,10 +229,30 @@ def test_workers_that_keep_dying_fail_the_run(suite_file: Path, tmp_path: Path) 
         with anyio.fail_after(120):
             await runner.run(suite)
 
-    with pytest.raises(WorkerError, match=r"worker processes died .*SIGKILL.*giving up"):
+    # The run could not finish (exit 4 of `trialkit run`), not a bad suite.
+    with pytest.raises(RunFailed, match=r"worker processes died .*SIGKILL.*giving up") as raised:
         anyio.run(main)
+    assert isinstance(raised.value.__cause__, WorkerError)
     assert runner.last_run is not None and runner.last_run.status == "interrupted"
     assert 0 < runner.finished < 20  # the lost trials are stored as errors
+    assert raised.value.stored == runner.finished
+    assert worker_processes() == []
+
+
+def test_workers_that_keep_dying_mid_run_exit_4(suite_file: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from trialkit.cli.main import cli
+
+    args = ["run", f"{suite_file}:always_dies", "--workers", "2", "--concurrency", "2"]
+    result = CliRunner().invoke(cli, [*args, "--store", "s.db", "--no-progress"])
+    assert result.exit_code == 4, result.stderr
+    *noise, line = result.stderr.splitlines()
+    assert set(noise) <= {"noise on stdout"}  # what the dying workers printed, no traceback
+    assert line.startswith("error: 6 worker processes died")
+    assert re.search(
+        r"; \d+ finished trials are stored, `trialkit run .* --resume \S+` continues$", line
+    )
     assert worker_processes() == []
 
 

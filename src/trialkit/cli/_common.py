@@ -20,6 +20,8 @@ EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ERRORS = 3
+EXIT_RUN_FAILED = 4
+"""The run could not finish: the store or the executor failed mid-run (`RunFailed`)."""
 EXIT_INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,6 +81,7 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool(kwargs.get("debug"))
+        from trialkit._errors import RunFailed
         from trialkit.loaders.python import TargetError
         from trialkit.models.registry import UnknownModel
         from trialkit.store import StoreError
@@ -92,6 +95,9 @@ def handle_errors(fn: F) -> F:
         except (SuiteError, TargetError, StoreError, UnknownModel) as exc:
             _show(exc, debug)
             sys.exit(EXIT_USAGE)
+        except RunFailed as exc:
+            _show(exc, debug)
+            sys.exit(EXIT_RUN_FAILED)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)

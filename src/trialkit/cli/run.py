@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -10,8 +11,10 @@ from typing import Any, Literal, cast
 import anyio
 import click
 
+from trialkit._errors import RunFailed
 from trialkit.cli._common import (
     EXIT_INTERRUPTED,
+    EXIT_RUN_FAILED,
     debug_option,
     fail,
     handle_errors,
@@ -268,7 +271,9 @@ def run_command(
 
     Exit codes: 0 the gate passed; 1 the gate failed (a regression task failed, or the pass rate
     is under --min-pass-rate); 2 bad usage or a bad suite (nothing ran); 3 more trials errored
-    than --fail-on-error allows; 130 interrupted (what finished is stored).
+    than --fail-on-error allows; 4 the run could not finish (the store or the worker processes
+    failed: what finished is stored, --resume continues); 130 interrupted (what finished is
+    stored).
     """
     from trialkit.progress import Progress, progress_for
     from trialkit.reports import render_terminal
@@ -374,6 +379,14 @@ def run_command(
         stored = f"; {runner.finished} finished trials are stored in run {run.id}" if run else ""
         click.echo(f"interrupted{stored}", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except RunFailed as exc:  # exit 4: the store or the workers failed mid-run
+        where = ["--store", store.url] if store_url else []
+        again = shlex.join(["trialkit", "run", target, *where, "--resume", exc.run_id])
+        trials = "trial is" if exc.stored == 1 else "trials are"
+        fail(
+            f"{exc.reason}; {exc.stored} finished {trials} stored, `{again}` continues",
+            code=EXIT_RUN_FAILED,
+        )
     finally:
         store.close()
 
