@@ -14,7 +14,6 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from importlib import resources
 
 _DROPPED = {"Cf", "Mn", "Me", "Cc"}  # invisible: format characters, combining marks, controls
 _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
@@ -30,6 +29,8 @@ def _confusables() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
     """Unicode's confusables (UTS #39 `confusables.txt`, as the `confusable-homoglyphs` package
     ships it): each non-ASCII character that looks like one printable ASCII character, mapped to
     it; and each non-ASCII character's non-ASCII look-alikes. Read once, on first use."""
+    from importlib import resources
+
     raw = resources.files("confusable_homoglyphs").joinpath("confusables.json")
     data: dict[str, list[dict[str, str]]] = json.loads(raw.read_text(encoding="utf-8"))
     ascii_of: dict[str, set[str]] = {}
