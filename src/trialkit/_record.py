@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from trialkit.secrets import redact
 
 
 class Record(BaseModel):
@@ -35,6 +37,12 @@ class ErrorInfo(Record):
     phase: str | None = None
     """Where it happened: `setup`, `agent`, `capture`, `grading` or `teardown` (for a timeout,
     the phase that was running when time ran out)."""
+
+    @field_validator("message", "traceback")
+    @classmethod
+    def _redacted(cls, text: str | None) -> str | None:
+        """No secret in an error, however it was made (a provider may echo its API key)."""
+        return None if text is None else redact(text)
 
     @classmethod
     def from_exception(cls, exc: BaseException, *, phase: str | None = None) -> ErrorInfo:

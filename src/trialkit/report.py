@@ -78,19 +78,24 @@ class TrialResult(Record):
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialResult:
-        return cls(
-            trial=trial.index,
-            verdict=trial.verdict,
-            status=trial.status,
-            scores=trial.scores,
-            output=preview_output(trial.outcome.output),
-            failed=trial.outcome.failed,
-            error=trial.error,
-            duration_s=trial.duration_s,
-            usage=trial.usage,
-            grader_usage=trial.grader_usage,
-            cost_usd=trial.cost_usd,
-            grader_cost_usd=trial.grader_cost_usd,
+        """What a report keeps of `trial`, with every secret redacted (`trialkit.secrets`)."""
+        from trialkit.secrets import redact_record
+
+        return redact_record(
+            cls(
+                trial=trial.index,
+                verdict=trial.verdict,
+                status=trial.status,
+                scores=trial.scores,
+                output=preview_output(trial.outcome.output),
+                failed=trial.outcome.failed,
+                error=trial.error,
+                duration_s=trial.duration_s,
+                usage=trial.usage,
+                grader_usage=trial.grader_usage,
+                cost_usd=trial.cost_usd,
+                grader_cost_usd=trial.grader_cost_usd,
+            )
         )
 
 

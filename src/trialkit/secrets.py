@@ -28,9 +28,10 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 REDACTED = "[REDACTED]"
 MIN_LENGTH = 8
@@ -161,7 +162,7 @@ def redact_optional(text: str | None) -> str | None:
     return None if text is None else redact(text)
 
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 
 
 def redact_record(record: M) -> M:

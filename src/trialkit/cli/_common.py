@@ -106,11 +106,13 @@ def handle_errors(fn: F) -> F:
 
 
 def _show(exc: BaseException, debug: bool) -> None:
+    from trialkit.secrets import redact
+
     if debug:
         import traceback
 
-        traceback.print_exception(exc)
-    click.echo(f"error: {exc}", err=True)
+        click.echo(redact("".join(traceback.format_exception(exc))), err=True, nl=False)
+    click.echo(redact(f"error: {exc}"), err=True)
 
 
 def stdout_console() -> Console:
@@ -161,11 +163,14 @@ def resolve_label_runs(
 
 
 def write_output(path: str, text: str, what: str = "the output") -> None:
-    """Write `text` to the file `path`, making its folder first; a failure is one line."""
+    """Write `text` to the file `path`, making its folder first; a failure is one line. No
+    secret is written (`trialkit.secrets`): every report and export file passes here."""
+    from trialkit.secrets import redact
+
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        target.write_text(redact(text), encoding="utf-8")
     except OSError as exc:
         fail(f"{path}: cannot write {what}: {exc.strerror or exc}")
 

@@ -179,7 +179,21 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, "--version", prog_name="trialkit")
 def cli() -> None:
     """trialkit: run tasks against your agent several times, grade what it did, gate CI."""
+    from trialkit.secrets import redact_standard_streams
+
+    # No secret reaches the terminal or a CI log (DESIGN §4): standard output and error
+    # redact, from here (no command, --help or --version imports this) to the end of the
+    # process under `main`, which keeps them for the traceback of an unexpected error;
+    # in-process callers of `cli` get their streams back when the command ends.
+    restore = redact_standard_streams()
+    if not _keep_redacting:
+        click.get_current_context().call_on_close(restore)
+
+
+_keep_redacting = False
 
 
 def main() -> None:
+    global _keep_redacting
+    _keep_redacting = True
     cli(prog_name="trialkit")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from trialkit.exporters.base import Exporter
+from trialkit.secrets import redact_json
 from trialkit.transcript import Message, ModelCall, ToolCall, Transcript
 
 if TYPE_CHECKING:
@@ -112,7 +113,8 @@ class JsonlExporter(Exporter):
             os.close(fd)
 
     def _write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+        line = redact_json(line) + "\n"  # no secret in a trace, wherever it came from
         data = line.encode("utf-8", "replace")  # lone surrogates from broken agent output
         if self._fd is None:
             if isinstance(self.path, str | os.PathLike):

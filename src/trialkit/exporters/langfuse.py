@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from trialkit._record import clean_text
 from trialkit.exporters._genai import Attributes
 from trialkit.exporters.otel import OtelExporter
+from trialkit.secrets import register_secret
 
 if TYPE_CHECKING:
     import urllib.request
@@ -72,6 +73,7 @@ class LangfuseExporter(OtelExporter):
         self.base_url = base_url.rstrip("/")
         token = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode("ascii")
         self._authorization = f"Basic {token}"
+        register_secret(secret_key, token)
         super().__init__(
             self.base_url + OTEL_PATH,
             headers={

@@ -107,6 +107,9 @@ class OtelExporter(Exporter):
         self.spans = 0
         self.errors: list[str] = []
         self._headers = dict(headers or {})
+        from trialkit.secrets import register_secret
+
+        register_secret(*self._headers.values())  # they hold keys: never write them
         self._max_pending = max_pending
         self._suite_id: str | None = None
         self._config: dict[str, Any] = {}
@@ -120,11 +123,16 @@ class OtelExporter(Exporter):
     # -- the runner's hooks --------------------------------------------------------------------
 
     def on_run_start(self, run: RunInfo, suite: SuiteInfo) -> None:
+        from trialkit.secrets import redact_data
+
         self._suite_id = suite.id
-        self._config = dict(run.config)
+        self._config = redact_data(dict(run.config))
         self._start()
 
     def on_trial(self, trial: Trial) -> None:
+        from trialkit.secrets import redact_record
+
+        trial = redact_record(trial)  # no secret leaves in a span, wherever it came from
         pipeline = self._start()
         try:
             plan = plan_trial(

@@ -31,6 +31,7 @@ from trialkit.models.base import (
     ToolChoice,
     ToolSpec,
 )
+from trialkit.secrets import register_client, register_secret
 from trialkit.transcript import Message, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -95,6 +96,8 @@ class AnthropicModel(Model):
         self.timeout = timeout
         self._api_key = api_key
         self._client = client
+        register_secret(api_key)  # never stored, written or printed (trialkit.secrets)
+        register_client(client)
         self._owns_client = client is None
 
     @property

@@ -23,6 +23,7 @@ from trialkit.models.base import (
 from trialkit.models.context import current_role, current_settings
 from trialkit.models.pricing import cost_of
 from trialkit.models.retry import RateLimit, RetryPolicy
+from trialkit.secrets import redact, redact_data
 from trialkit.transcript import ModelCall, current_recorder
 
 if TYPE_CHECKING:
@@ -97,12 +98,12 @@ class ManagedModel(Model):
             if isinstance(exc, ModelError):
                 call.retries = exc.attempts - 1
             if isinstance(exc, Exception):
-                call.error = f"{type(exc).__name__}: {exc}"
+                call.error = redact(f"{type(exc).__name__}: {exc}")
                 if recorder is not None:
                     recorder.add_model_call(call)
             raise
         call.latency_s = response.latency_s
-        call.response = response.model_dump(mode="json")
+        call.response = redact_data(response.model_dump(mode="json"))
         call.usage = response.usage
         call.cost_usd = cost_of(self.id, response.usage)
         if recorder is not None:
@@ -177,7 +178,7 @@ def _give_up(
         message = f"{own}{what}{detail}{hint}"
     else:
         message = f"{own}gave up after {attempts} attempts: {what}{detail}"
-    return ModelError(message, model=model_id, kind=kind, status=status, attempts=attempts)
+    return ModelError(redact(message), model=model_id, kind=kind, status=status, attempts=attempts)
 
 
 _HINTS = {

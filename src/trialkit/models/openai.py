@@ -33,6 +33,7 @@ from trialkit.models.base import (
     ToolChoice,
     ToolSpec,
 )
+from trialkit.secrets import register_client, register_secret
 from trialkit.transcript import Message, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class OpenAIModel(Model):
         self.timeout = timeout
         self._api_key = api_key
         self._client = client
+        register_secret(api_key)  # never stored, written or printed (trialkit.secrets)
+        register_client(client)
         self._owns_client = client is None
         self._more: list[AsyncOpenAI] = []
         """Further clients for high concurrency, each with its own connection pool."""
