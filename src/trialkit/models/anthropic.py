@@ -16,11 +16,19 @@ import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialkit.models._convert import (
+    COUNT,
     PLACEHOLDER_API_KEY,
+    TEXT,
     Classification,
+    ListOf,
     MalformedResponseError,
+    Obj,
     classify_status,
+    malformed,
     missing_sdk,
+    raw_body,
+    reading_answer,
+    shape_problem,
 )
 from trialkit.models.base import (
     ErrorKind,
@@ -255,11 +263,51 @@ def _tool_choice(choice: ToolChoice | None) -> ToolChoiceParam | None:
 # --- response -----------------------------------------------------------------------------
 
 
+_BLOCK = Obj({"type": (str,)})
+_BLOCKS: dict[str, Obj] = {
+    "text": Obj({"text": (str,)}),
+    "thinking": Obj({"thinking": (str,)}),
+    "tool_use": Obj({"id": (str,), "name": (str,)}),
+}
+_MESSAGE = Obj(
+    {
+        "content": ListOf(_BLOCK),
+        "stop_reason": TEXT,
+        "usage": Obj(
+            {
+                "input_tokens": COUNT,
+                "output_tokens": COUNT,
+                "cache_read_input_tokens": COUNT,
+                "cache_creation_input_tokens": COUNT,
+                "output_tokens_details": Obj({"thinking_tokens": COUNT}, nullable=True),
+            },
+            nullable=True,
+        ),
+        "model": TEXT,
+        "id": TEXT,
+    }
+)
+"""What `_response` reads of a message, as the API documents it (and each block by type)."""
+_API = "an Anthropic message"
+
+
 def _response(model_id: str, message: WireMessage) -> ModelResponse:
     # The SDK does not validate what it got: a field the server left out is missing, not None.
-    blocks: list[ContentBlock] | None = getattr(message, "content", None)
-    if blocks is None:
-        raise MalformedResponseError(f"{model_id}: the response has no content")
+    raw = raw_body(message)
+    problem = shape_problem(raw, _MESSAGE)
+    if problem is None and isinstance(raw, dict):
+        for index, block in enumerate(raw.get("content") or []):
+            shape = _BLOCKS.get(block["type"])
+            if shape is not None and problem is None:
+                problem = shape_problem(block, shape, f"content[{index}]")
+    if problem is not None:
+        raise malformed(model_id, _API, problem)
+    with reading_answer(model_id, _API):
+        return _read_message(message)
+
+
+def _read_message(message: WireMessage) -> ModelResponse:
+    blocks: list[ContentBlock] = message.content
     text: list[str] = []
     reasoning: list[str] = []
     calls: list[ToolCall] = []

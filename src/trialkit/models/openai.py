@@ -16,12 +16,20 @@ import os
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from trialkit.models._convert import (
+    COUNT,
     PLACEHOLDER_API_KEY,
+    TEXT,
     Classification,
+    ListOf,
     MalformedResponseError,
+    Obj,
     classify_status,
+    malformed,
     missing_sdk,
     parse_arguments,
+    raw_body,
+    reading_answer,
+    shape_problem,
 )
 from trialkit.models.base import (
     ErrorKind,
@@ -286,11 +294,65 @@ def _response_format(response_format: ResponseFormat | None, style: str) -> Wire
 # --- response -----------------------------------------------------------------------------
 
 
+_TOOL_CALL = Obj({"id": TEXT, "type": TEXT})
+_CALLS = {
+    "function": Obj({"function": Obj({"name": (str,), "arguments": TEXT})}),
+    "custom": Obj({"custom": Obj({"name": (str,), "input": TEXT})}),
+}
+"""What each kind of tool call holds (the SDK reads any other `type` as a function call)."""
+_TOKEN_DETAILS = {"cached_tokens": COUNT, "reasoning_tokens": COUNT}
+_COMPLETION = Obj(
+    {
+        "choices": ListOf(
+            Obj(
+                {
+                    "message": Obj(
+                        {
+                            "content": TEXT,
+                            "refusal": TEXT,
+                            "tool_calls": ListOf(_TOOL_CALL, nullable=True),
+                        }
+                    ),
+                    "finish_reason": TEXT,
+                }
+            ),
+            non_empty=True,
+        ),
+        "usage": Obj(
+            {
+                "prompt_tokens": COUNT,
+                "completion_tokens": COUNT,
+                "prompt_tokens_details": Obj(_TOKEN_DETAILS, nullable=True),
+                "completion_tokens_details": Obj(_TOKEN_DETAILS, nullable=True),
+            },
+            nullable=True,
+        ),
+        "model": TEXT,
+        "id": TEXT,
+    }
+)
+"""What `_response` reads of a chat completion, as the API documents it."""
+_API = "an OpenAI chat completion"
+
+
 def _response(model_id: str, completion: ChatCompletion) -> ModelResponse:
     # The SDK does not validate what it got: a field the server left out is missing, not None.
-    choices: list[Choice] | None = getattr(completion, "choices", None)
-    if not choices:
-        raise MalformedResponseError(f"{model_id}: the response has no choices")
+    raw = raw_body(completion)
+    problem = shape_problem(raw, _COMPLETION)
+    if problem is None and isinstance(raw, dict):
+        message = raw["choices"][0]["message"]
+        for index, call in enumerate(message.get("tool_calls") or []):
+            shape = _CALLS["custom" if call.get("type") == "custom" else "function"]
+            where = f"choices[0].message.tool_calls[{index}]"
+            problem = problem or shape_problem(call, shape, where)
+    if problem is not None:
+        raise malformed(model_id, _API, problem)
+    with reading_answer(model_id, _API):
+        return _read_completion(completion)
+
+
+def _read_completion(completion: ChatCompletion) -> ModelResponse:
+    choices: list[Choice] = completion.choices
     choice = choices[0]
     message = choice.message
     reasoning = _reasoning(message)
