@@ -90,6 +90,8 @@ class Fail:
 
     status: int
     message: str = "scripted failure"
+    """`{api_key}` in it is replaced by the key the request carried, `{authorization}` by its
+    `Authorization` header (a provider that echoes them, as some do in an "invalid key" error)."""
     retry_after: float | str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     error_type: str | None = None
@@ -362,6 +364,8 @@ class _Handler(BaseHTTPRequestHandler):
             headers={name.lower(): value for name, value in self.headers.items()},
             body=body,
         )
+        self.request_key = recorded.api_key
+        self.request_authorization = recorded.headers.get("authorization")
         number = fake._begin(recorded)
         try:
             if wire is None:
@@ -397,13 +401,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fail(self, wire: Wire, fail: Fail) -> None:
         headers = dict(fail.headers)
+        message = fail.message.replace("{api_key}", getattr(self, "request_key", None) or "")
+        authorization = getattr(self, "request_authorization", None) or ""
+        message = message.replace("{authorization}", authorization)
         if fail.retry_after is not None:
             value = fail.retry_after
             headers["retry-after"] = f"{value:g}" if isinstance(value, float | int) else value
         if wire == "openai":
-            body = _openai_error(fail.status, fail.message, fail.error_type, fail.code)
+            body = _openai_error(fail.status, message, fail.error_type, fail.code)
         else:
-            body = _anthropic_error(fail.status, fail.message, fail.error_type)
+            body = _anthropic_error(fail.status, message, fail.error_type)
         self._send_json(fail.status, body, headers)
 
     def _read_body(self) -> bytes:
