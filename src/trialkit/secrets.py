@@ -86,14 +86,33 @@ def register_client(client: object) -> None:
 
 def known_secrets() -> frozenset[str]:
     """The secrets known now: the registered ones and those of the environment."""
-    found = {
-        value.strip()
-        for name, value in os.environ.items()
-        if _SECRET_NAME.search(name) and len(value.strip()) >= MIN_LENGTH
-    }
     with _lock:
-        found |= _registered
+        registered = frozenset(_registered)
+    return _environment_secrets(_environment()) | registered
+
+
+def _environment() -> tuple[tuple[Any, Any], ...]:
+    """The environment as it is now, cheaply (`os.environ` decodes each item it gives)."""
+    data = getattr(os.environ, "_data", None)
+    return tuple(data.items()) if isinstance(data, dict) else tuple(os.environ.items())
+
+
+@functools.lru_cache(maxsize=8)
+def _environment_secrets(environment: tuple[tuple[Any, Any], ...]) -> frozenset[str]:
+    found = set()
+    for raw_name, raw_value in environment:
+        name, value = _text(raw_name), _text(raw_value).strip()
+        if _SECRET_NAME.search(name) and len(value) >= MIN_LENGTH:
+            found.add(value)
     return frozenset(found)
+
+
+def _text(value: str | bytes) -> str:
+    return os.fsdecode(value) if isinstance(value, bytes) else value
+
+
+def _current_pattern() -> re.Pattern[str] | None:
+    return _pattern(known_secrets())
 
 
 @functools.lru_cache(maxsize=8)
@@ -113,7 +132,10 @@ def _forms(secret: str) -> Iterable[str]:
 
 def redact(text: str) -> str:
     """`text` with every known secret, and every header-like token, replaced by `[REDACTED]`."""
-    pattern = _pattern(known_secrets())
+    return _redact(text, _current_pattern())
+
+
+def _redact(text: str, pattern: re.Pattern[str] | None) -> str:
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
     if _HINT.search(text):
@@ -130,19 +152,23 @@ def _header_replacement(match: re.Match[str]) -> str:
 def needs_redaction(text: str) -> bool:
     """Whether `text` may hold something to redact, plain or inside JSON strings: a known
     secret, or a word (`Bearer`, `api-key`) a header-like token may follow."""
-    pattern = _pattern(known_secrets())
+    pattern = _current_pattern()
     return bool(pattern is not None and pattern.search(text)) or bool(_HINT.search(text))
 
 
 def redact_data(value: Any) -> Any:
     """JSON-like data (dicts, lists, strings, numbers) with `redact` applied to every string,
-    keys included. Data with nothing to redact is returned as it is."""
+    keys included."""
+    return _redact_data(value, _current_pattern())
+
+
+def _redact_data(value: Any, pattern: re.Pattern[str] | None) -> Any:
     if isinstance(value, str):
-        return redact(value)
+        return _redact(value, pattern)
     if isinstance(value, dict):
-        return {redact_data(k): redact_data(v) for k, v in value.items()}
+        return {_redact_data(k, pattern): _redact_data(v, pattern) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_data(item) for item in value]
+        return [_redact_data(item, pattern) for item in value]
     return value
 
 
