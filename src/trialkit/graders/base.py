@@ -13,9 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar, overload
 
-import anyio.to_thread
-
-from trialkit._calls import is_async
+from trialkit._calls import is_async, run_blocking
 from trialkit._record import ErrorInfo
 from trialkit.outcome import Outcome
 from trialkit.score import Score, Verdict
@@ -232,7 +230,7 @@ async def run_grader(g: Grader, ctx: GradeContext) -> Score:
     name = g.name
     try:
         if g.blocking:
-            result: object = await anyio.to_thread.run_sync(g.grade, ctx)
+            result: object = await run_blocking(g.grade, ctx)  # abandoned at the timeout
         else:
             result = g.grade(ctx)
         if inspect.isawaitable(result):

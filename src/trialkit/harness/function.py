@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 from collections.abc import Callable
@@ -10,7 +9,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from trialkit._calls import is_async
+from trialkit._calls import is_async, run_blocking
 from trialkit._record import clean_text
 from trialkit.harness._agent_output import AgentOutputError
 from trialkit.harness.base import (
@@ -132,9 +131,7 @@ class _FunctionSession(Session):
         if h.is_async:
             result = await h.fn(*args)
         else:
-            result = await anyio.to_thread.run_sync(
-                functools.partial(h.fn, *args), abandon_on_cancel=True
-            )
+            result = await run_blocking(h.fn, *args)
         return to_reply(result, source=f"harness {h.name!r}")
 
 
@@ -176,16 +173,14 @@ class _ObjectSession(Session):
         if self.send_is_async:
             result = await self.agent.send(message)
         else:
-            result = await anyio.to_thread.run_sync(
-                self.agent.send, message, abandon_on_cancel=True
-            )
+            result = await run_blocking(self.agent.send, message)
         return to_reply(result, source=f"{self.name}.send")
 
     async def close(self) -> None:
         close = getattr(self.agent, "close", None)
         if close is None:
             return
-        result = close() if is_async(close) else await anyio.to_thread.run_sync(close)
+        result = close() if is_async(close) else await run_blocking(close)
         if inspect.isawaitable(result):
             await result
 

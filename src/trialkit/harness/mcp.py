@@ -116,6 +116,7 @@ class ToolServer:
         reported failure (the agent sees `gave up: <reason>` as the tool's result)."""
         self.port: int | None = None
         self._stack: AsyncExitStack | None = None
+        self._in_flight: set[anyio.CancelScope] = set()
         self._used = False
 
     @property
@@ -151,6 +152,8 @@ class ToolServer:
     ) -> None:
         stack, self._stack = self._stack, None
         self.port = None
+        for scope in list(self._in_flight):
+            scope.cancel()
         if stack is None:
             return
         try:
@@ -223,10 +226,15 @@ class ToolServer:
         call = self._record(params.name, dict(params.arguments or {}))
         clock = time.perf_counter()
         call.result, call.is_error = _CANCELLED, True
-        try:
-            call.result, call.is_error = await self._run(call)
-        finally:
-            call.duration_s = time.perf_counter() - clock
+        # Cancelled by the server when it stops (the trial timed out, the agent is gone): the
+        # call then ends here, as a result, instead of as an exception out of the ASGI app.
+        with anyio.CancelScope() as scope:
+            self._in_flight.add(scope)
+            try:
+                call.result, call.is_error = await self._run(call)
+            finally:
+                self._in_flight.discard(scope)
+                call.duration_s = time.perf_counter() - clock
         return mcp_types.CallToolResult(
             content=[mcp_types.TextContent(type="text", text=call.result)],
             is_error=call.is_error,

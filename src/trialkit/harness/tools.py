@@ -40,13 +40,12 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
-from trialkit._calls import is_async
+from trialkit._calls import is_async, run_blocking
 from trialkit.harness.base import TrialContext
 from trialkit.models.base import ToolSpec
 
@@ -181,7 +180,9 @@ class Tool:
         if is_async(self.fn):
             result = await self.fn(*args, **kwargs)
         else:
-            result = await anyio.to_thread.run_sync(functools.partial(self.fn, *args, **kwargs))
+            # Abandoned when the trial is cancelled: a blocking tool cannot hold up its trial,
+            # the tool server's stop, or the end of the process.
+            result = await run_blocking(functools.partial(self.fn, *args, **kwargs))
             if inspect.isawaitable(result):
                 result = await result
         return as_text(result)
