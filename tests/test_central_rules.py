@@ -23,7 +23,7 @@ from trialkit.graders.base import trial_verdict
 from trialkit.graders.human import pending_score
 from trialkit.models.base import GenerationConfig, ModelRequest, ModelResponse, ToolSpec
 from trialkit.models.cassette import CacheMode, Cassette
-from trialkit.report import TaskPlan, task_verdict
+from trialkit.report import TaskPlan, evaluate_gate, task_verdict
 from trialkit.score import Score, Verdict
 from trialkit.task import SuiteKind
 from trialkit.transcript import Message, ToolCall
@@ -285,3 +285,24 @@ def test_the_committed_quickstart_cassette_still_matches_its_requests() -> None:
             {k: v for k, v in data["request"].items() if k not in ("schema_version", "model")}
         )
         assert request.key(data["request"]["model"]) == path.stem, path
+
+
+def test_the_gate_without_arguments_judges_by_the_runs_own_thresholds() -> None:
+    tasks = {"a": trials_of("PF"), "b": trials_of("PE")}
+    report = make_report(tasks)
+    assert report.gate().exit_code == 3  # by default no error is allowed
+    assert evaluate_gate(report).exit_code == 3
+    report.run.config["gate"] = {"min_pass_rate": 0.9, "fail_on_error": 1}
+    gate = report.gate()
+    assert (gate.exit_code, gate.min_pass_rate, gate.fail_on_error) == (1, 0.9, 1)
+    assert gate.reasons == ["pass rate 66.7% is under the minimum 90.0%"]
+    assert report.gate(min_pass_rate=None).exit_code == 0  # a threshold given wins
+
+
+def test_a_run_stopped_by_its_budget_fails_the_gate() -> None:
+    report = make_report({"a": trials_of("PP")})
+    report.run.status = "stopped"
+    report.run.config["stop_reason"] = "the cost budget of $1 was spent"
+    gate = report.gate()
+    assert gate.exit_code == 1
+    assert gate.reasons == ["not every trial ran: the cost budget of $1 was spent"]
