@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from trialkit import Reply, Score, Suite, Task, grader, run_sync
 from trialkit._record import ErrorInfo
+from trialkit.exporters.base import Exporter
 from trialkit.exporters.jsonl import JsonlExporter
 from trialkit.models import ModelRequest, ScriptedModel, get_model
 from trialkit.secrets import (
@@ -21,10 +22,12 @@ from trialkit.secrets import (
     redact,
     redact_data,
     redact_json,
+    redact_record,
     register_client,
     register_secret,
 )
 from trialkit.transcript import Message
+from trialkit.trial import Trial
 
 KEY = "sk-unit-Secret-0123456789"
 
@@ -167,11 +170,25 @@ def test_model_errors_and_recorded_calls_are_redacted(
     )
     store = tmp_path / "store.db"
     trace = tmp_path / "trace.jsonl"
+    captured: list[Trial] = []
+
+    class Capture(Exporter):
+        def on_trial(self, trial: Trial) -> None:
+            captured.append(trial)
+
     report = run_sync(
         suite,
         store=str(store),
-        exporters=[JsonlExporter(str(trace), include_content=True)],
+        exporters=[JsonlExporter(str(trace), include_content=True), Capture()],
     )
+    # Exporters get the trial as it is: each redacts what it sends (OTel: `redact_record`).
+    leaky = next(t for t in captured if t.task_id == "leak")
+    assert KEY in leaky.model_dump_json()
+    clean = redact_record(leaky)
+    assert isinstance(clean, Trial) and KEY not in clean.model_dump_json()
+    assert clean.outcome.output == f"your key is {REDACTED} (and {REDACTED})"
+    assert clean.transcript.model_calls[0].response is not None
+    assert redact_record(clean) is clean
     error = report.task("error").results[0].error
     assert error is not None and "invalid key" in error.message and KEY not in error.message
     assert KEY not in report.model_dump_json()
