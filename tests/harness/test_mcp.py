@@ -159,6 +159,31 @@ async def test_a_call_cut_short_still_shows() -> None:
     assert call.is_error and call.result is not None and "cancelled" in call.result
 
 
+async def serve_while(block: Any) -> None:
+    async with ToolServer([add]):
+        await block()
+
+
+@pytest.mark.anyio
+async def test_what_the_block_raises_comes_out_as_it_was_raised() -> None:
+    # Not wrapped in an ExceptionGroup by the server's task group: a timeout stays a timeout.
+    for raised in (TimeoutError("the turn took too long"), KeyError("x")):
+
+        async def fail_with(error: BaseException = raised) -> None:
+            raise error
+
+        with pytest.raises(type(raised)) as caught:
+            await serve_while(fail_with)
+        assert caught.value is raised
+
+    async def time_out() -> None:
+        with anyio.fail_after(0.01):
+            await anyio.sleep(5)
+
+    with pytest.raises(TimeoutError):
+        await serve_while(time_out)
+
+
 @pytest.mark.anyio
 async def test_the_server_stops_and_runs_once() -> None:
     server = ToolServer([add])
