@@ -83,4 +83,4 @@ class RunFailed(Exception):
         """What failed and why, in one line (the store's URL or the executor, and the cause)."""
         self.run_id = run_id
         self.stored = stored
-        """How many trials of this run this invocation stored before it stopped."""
+        """How many finished trials of this run are stored (a resumed run's earlier ones too)."""

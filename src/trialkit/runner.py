@@ -397,7 +397,7 @@ class Runner:
         run.config["gate"] = self.gate  # the thresholds of the run that finishes it
         run.config.pop("stop_reason", None)
         await anyio.to_thread.run_sync(store.finish_run, run)
-        await self._execute(suite, harness, run, suite_info, todo, {})
+        await self._execute(suite, harness, run, suite_info, todo, {}, stored_before=len(done))
         return await anyio.to_thread.run_sync(store.load_report, run.id)
 
     async def _execute(
@@ -410,12 +410,14 @@ class Runner:
         results: dict[str, list[TrialResult]],
         *,
         create: Callable[[], Awaitable[None]] | None = None,
+        stored_before: int = 0,
     ) -> None:
         """Run the `todo` trials on bounded workers, store and export each, and close the run.
 
         `results` collects what a report needs of each trial, for tasks it has a list for.
         `create` stores a new run, once its executor has started: a run whose workers or
-        cluster cannot start leaves nothing behind.
+        cluster cannot start leaves nothing behind. `stored_before`: the finished trials a
+        resumed run had stored already.
         """
         threads = anyio.to_thread.current_default_thread_limiter()
         threads.total_tokens = max(threads.total_tokens, self.concurrency)
@@ -522,7 +524,8 @@ class Runner:
             store = self.store
             if isinstance(broken, StoreError) and store is not None and store.url not in reason:
                 reason = f"the store {store.url}: {reason}"  # the line names the store
-            raise RunFailed(reason, run_id=run.id, stored=writer.saved) from broken
+            stored_trials = stored_before + writer.saved
+            raise RunFailed(reason, run_id=run.id, stored=stored_trials) from broken
 
     def trial_runner(self, run_id: str, suite: Suite, harness: Harness) -> TrialRunner:
         """What runs one trial of `suite` in this process."""

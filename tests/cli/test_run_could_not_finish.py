@@ -30,7 +30,7 @@ calls = []
 def agent(prompt: str) -> str:
     calls.append(prompt)
     if len(calls) == 3:
-        time.sleep(0.2)  # the writer commits the first two meanwhile
+        time.sleep(0.5)  # the writer commits the trials before meanwhile
         db = sqlite3.connect(os.environ["DB"])
         db.executescript(os.environ["BREAK"])
         db.close()
@@ -109,6 +109,14 @@ def test_once_the_store_works_again_resume_finishes_the_run(
         db.execute("DROP TRIGGER full")
     assert status == "interrupted"
     monkeypatch.setenv("BREAK", "SELECT 1;")
+    # Full again after two more: the count covers the trials stored before the resume.
+    with sqlite3.connect(work / "store.db") as db:
+        db.execute(FULL.replace("full", "fuller").replace(">= 2", ">= 4"))
+    code, _, err = run("--resume", run_id(work))
+    assert code == 4, err
+    assert "; 4 finished trials are stored, " in err
+    with sqlite3.connect(work / "store.db") as db:
+        db.execute("DROP TRIGGER fuller")
     code, _, err = run("--resume", run_id(work))
     assert code == 0, err
     assert stored(work) == [f"t{i}" for i in range(6)]
