@@ -226,3 +226,32 @@ def test_the_command_line_redacts_what_it_prints(
     result = CliRunner().invoke(cli, ["report", KEY, "--store", str(tmp_path / "s.db")])
     assert result.exit_code == 2
     assert REDACTED in result.stderr and KEY not in result.stderr
+
+
+def test_the_viewer_serves_no_secret_even_from_old_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import http.client
+
+    from trialkit.store import Store
+    from trialkit.view.server import ViewServer
+
+    monkeypatch.setenv("ACME_API_KEY", KEY)
+    path = tmp_path / "store.db"
+    report = run_sync(
+        Suite(id="s", harness=lambda p: "ok", tasks=[Task(id="t", input="x")]), store=str(path)
+    )
+    with sqlite3.connect(path) as db:  # as a trialkit that did not redact wrote it
+        db.execute("update trials set output = ?", (f"old {KEY}",))
+    run = report.run.id
+    targets = (f"/runs/{run}", f"/runs/{run}/trials/t/0", f"/api/runs/{run}/trials/t/0")
+    with Store(f"sqlite:///{path}") as store, ViewServer(store) as server:
+        for target in targets:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request("GET", target)
+            response = conn.getresponse()
+            body = response.read().decode("utf-8")
+            conn.close()
+            assert response.status == 200, (target, body[:300])
+            assert KEY not in body, target
+            assert "trials" not in target or REDACTED in body, target

@@ -30,6 +30,9 @@ def create_store_engine(url: str, *, create: bool = True) -> Engine:
     Without `create`, a SQLite file must exist already: the engine would otherwise make it.
     """
     parsed = parse_url(url)
+    from trialkit.secrets import register_secret
+
+    register_secret(parsed.password)  # a database error may quote the URL: never print it
     kwargs: dict[str, Any] = {}
     sqlite = parsed.get_backend_name() == "sqlite"
     if sqlite:

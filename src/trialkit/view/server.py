@@ -251,7 +251,11 @@ def _handler(server: ViewServer) -> type[BaseHTTPRequestHandler]:
             self._send(server.respond(self.path), with_body)
 
         def _send(self, response: Response, with_body: bool) -> None:
-            body = response.body.encode("utf-8")
+            from trialkit.secrets import redact, redact_json
+
+            # No secret is served, even from rows stored before trialkit redacted them.
+            json_body = response.content_type == "application/json"
+            body = (redact_json if json_body else redact)(response.body).encode("utf-8")
             self.send_response(response.status)
             self.send_header("Content-Type", response.content_type)
             self.send_header("Content-Length", str(len(body)))
