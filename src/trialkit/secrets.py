@@ -184,10 +184,6 @@ def redact_json(text: str) -> str:
     return json.dumps(redact_data(data), ensure_ascii=False, separators=(",", ":"))
 
 
-def redact_optional(text: str | None) -> str | None:
-    return None if text is None else redact(text)
-
-
 M = TypeVar("M", bound="BaseModel")
 
 
