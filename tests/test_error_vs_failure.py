@@ -267,3 +267,26 @@ def test_a_tools_give_up_inside_a_group_is_still_giving_up() -> None:
     report = run_sync(Suite(id="s", harness=ToolAgent(model, [give_up]), tasks=[task]))
     (result,) = report.tasks[0].results
     assert result.verdict is Verdict.PASS and result.scores[0].rationale == "no"
+
+
+def test_a_close_that_raises_a_group_is_noted_by_its_real_error() -> None:
+    class Closing:
+        def send(self, message: str) -> str:
+            return "done"
+
+        async def close(self) -> None:
+            async def leak() -> None:
+                raise OSError("the socket was gone")
+
+            await in_a_task_group(leak)
+
+    notes: list[str] = []
+
+    def seen(ctx: Any) -> bool:
+        notes.extend(m.content for m in ctx.transcript.messages if m.role == "system")
+        return True
+
+    task = Task(id="t", input="x", graders=[seen])
+    (result,) = run_sync(Suite(id="s", harness=Closing, tasks=[task])).tasks[0].results
+    assert result.verdict is Verdict.PASS  # a failing close does not hide the result
+    assert notes == ["session.close() raised OSError: the socket was gone"]

@@ -208,8 +208,9 @@ class TrialRunner:
                     try:
                         await session.close()
                     except Exception as exc:  # a failing close must not hide the trial's result
+                        kind, why = describe(exc)
                         recorder.transcript.messages.append(
-                            Message(role="system", content=f"session.close() raised {exc!r}")
+                            Message(role="system", content=f"session.close() raised {kind}: {why}")
                         )
         return None
 
