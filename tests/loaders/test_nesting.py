@@ -108,3 +108,28 @@ def test_the_c_parser_is_used_when_present() -> None:
     if not hasattr(yaml, "CSafeLoader"):
         pytest.skip("PyYAML without libyaml")
     assert documents._Loader is yaml.CSafeLoader
+
+
+DEEP = "[" * 5000 + "]" * 5000
+MEDIUM = "[" * 150 + "]" * 150
+
+
+@pytest.mark.parametrize(
+    ("target", "text"),
+    [
+        ("evals:s.jsonl", '{"input": "x", "ideal": "y"}\n{"input": "x", "ideal": ' + DEEP + "}\n"),
+        ("s.jsonl", '{"input": "x", "ideal": "y"}\n{"input": "x", "ideal": ' + MEDIUM + "}\n"),
+        ("inspect:s.jsonl", '{"input": "x", "target": "y"}\n{"input": ' + DEEP + "}\n"),
+        ("s.jsonl", '{"input": "x", "target": "y", "metadata": "' + MEDIUM + '"}\n'),
+        ("inspect:s.json", '[{"input": "x", "target": "y"}, {"input": ' + DEEP + "}]"),
+    ],
+)
+def test_deep_json_in_imported_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, text: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / target.rpartition(":")[2]).write_text(text, encoding="utf-8")
+    with pytest.raises(SuiteError) as caught:
+        load_target(target, model="scripted/x")
+    assert "nested" in str(caught.value)
+    assert "Recursion" not in str(caught.value)

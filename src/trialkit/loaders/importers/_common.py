@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from trialkit.graders.base import Grader
 from trialkit.graders.match import contains_any, fuzzy_match, starts_with
@@ -72,6 +73,37 @@ class Problems:
     def raise_if_any(self, summary: str | None = None, hint: str | None = None) -> None:
         if self.items:
             raise ImportFailed(self.source, self.items, summary, hint)
+
+
+MAX_JSON_DEPTH = 100
+"""As for suite files: JSON nested deeper than this is refused, not parsed and recursed into."""
+
+
+def parse_json(text: str) -> Any:
+    """`json.loads(text)`, except that a value nested more than `MAX_JSON_DEPTH` levels deep
+    is a `json.JSONDecodeError` too, so the callers report it as the file's problem."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        value = None
+        deep = True
+    else:
+        deep = _deeper_than(value, MAX_JSON_DEPTH)
+    if deep:
+        raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", text, 0)
+    return value
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            inner = item.values() if isinstance(item, dict) else item
+            stack.extend((value, depth + 1) for value in inner)
+    return False
 
 
 def where(file: str, line: int | None = None, field: str | None = None) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 from trialkit.loaders.importers._common import (
     Problems,
     json_kind,
+    parse_json,
     read_text,
     slug,
     unique_ids,
@@ -239,7 +240,7 @@ def _as_text(value: object) -> str:
 
 def json_or_none(text: str) -> Any:
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError:
         return None
 

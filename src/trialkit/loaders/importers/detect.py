@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from trialkit.loaders.importers._common import ImportFailed
+from trialkit.loaders.importers._common import ImportFailed, parse_json
 from trialkit.loaders.importers.huggingface import load_hf_dataset
 from trialkit.loaders.importers.inspect_samples import load_inspect_samples
 from trialkit.loaders.importers.openai_evals import load_openai_evals
@@ -106,7 +106,7 @@ def _first_json_line(path: Path) -> Any:
                 break
             if line.strip():
                 try:
-                    return json.loads(line)
+                    return parse_json(line)
                 except json.JSONDecodeError:
                     continue
     return None

@@ -37,6 +37,7 @@ from trialkit.loaders.importers._common import (
     answer_grader,
     check_match_kind,
     json_kind,
+    parse_json,
     read_messages,
     read_text,
     suite_id_for,
@@ -120,7 +121,7 @@ def _jsonl_records(text: str, source: str, problems: Problems) -> Iterator[Recor
             continue
         at = f"{source}:{number}"
         try:
-            value = json.loads(line)
+            value = parse_json(line)
         except json.JSONDecodeError as exc:
             problems.add(at, f"invalid JSON: {exc.msg} (column {exc.colno})")
             continue
@@ -132,7 +133,7 @@ def _jsonl_records(text: str, source: str, problems: Problems) -> Iterator[Recor
 
 def _json_records(text: str, source: str, problems: Problems) -> Iterator[Record]:
     try:
-        value = json.loads(text)
+        value = parse_json(text)
     except json.JSONDecodeError as exc:
         problems.add(f"{source}:{exc.lineno}", f"invalid JSON: {exc.msg} (column {exc.colno})")
         return
@@ -344,7 +345,7 @@ def _metadata(value: object, at: str, problems: Problems) -> dict[str, Any] | No
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = parse_json(value)
         except json.JSONDecodeError as exc:
             problems.add(at, f"invalid JSON: {exc.msg}")
             return None

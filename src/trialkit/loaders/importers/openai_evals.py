@@ -22,6 +22,7 @@ from trialkit.loaders.importers._common import (
     answer_grader,
     check_match_kind,
     json_kind,
+    parse_json,
     read_messages,
     read_text,
     suite_id_for,
@@ -86,7 +87,7 @@ def _task(
 ) -> Task | None:
     at = where(source, number)
     try:
-        sample = json.loads(line)
+        sample = parse_json(line)
     except json.JSONDecodeError as exc:
         problems.add(at, f"invalid JSON: {exc.msg} (column {exc.colno})")
         return None
