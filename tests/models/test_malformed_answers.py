@@ -133,6 +133,8 @@ async def test_the_message_says_where_the_body_is_wrong(
         (openai_model, {"choices": []}, "choices is an empty list, expected a non-empty list"),
         (openai_model, {"choices": [{"message": {"content": 5}}]}, "message.content is a number"),
         (anthropic_model, {"content": [{"type": "text"}]}, "content[0].text is null"),
+        (openai_model, ["Paris."], "the body is a list"),
+        (anthropic_model, "Paris.", "the body is a string"),
     ]
     for model, body, where in cases:
         exc = await _malformed(model, provider_server, body)

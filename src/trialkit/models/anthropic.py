@@ -24,6 +24,7 @@ from trialkit.models._convert import (
     MalformedResponseError,
     Obj,
     classify_status,
+    json_kind,
     malformed,
     missing_sdk,
     raw_body,
@@ -156,11 +157,9 @@ class AnthropicModel(Model):
                 extra_body=config.extra or None,
             )
         except json.JSONDecodeError as exc:
-            raise MalformedResponseError(f"{self.id}: the response is not valid JSON") from exc
-        if not isinstance(message, WireMessage):
-            raise MalformedResponseError(
-                f"{self.id}: expected a JSON message, got {str(message)[:200]!r}"
-            )
+            raise malformed(self.id, _API, "it is not valid JSON") from exc
+        if not isinstance(message, WireMessage):  # the SDK gives a list or text as is
+            raise malformed(self.id, _API, f"the body is {json_kind(message)}")
         return _response(self.id, message)
 
     def classify(self, exc: BaseException) -> Classification:

@@ -24,6 +24,7 @@ from trialkit.models._convert import (
     MalformedResponseError,
     Obj,
     classify_status,
+    json_kind,
     malformed,
     missing_sdk,
     parse_arguments,
@@ -185,13 +186,11 @@ class OpenAIModel(Model):
                 extra_body=config.extra or None,
             )
         except json.JSONDecodeError as exc:
-            raise MalformedResponseError(f"{self.id}: the response is not valid JSON") from exc
+            raise malformed(self.id, _API, "it is not valid JSON") from exc
         finally:
             self._in_flight[leased] -= 1
-        if not isinstance(completion, ChatCompletion):
-            raise MalformedResponseError(
-                f"{self.id}: expected a JSON chat completion, got {str(completion)[:200]!r}"
-            )
+        if not isinstance(completion, ChatCompletion):  # the SDK gives a list or text as is
+            raise malformed(self.id, _API, f"the body is {json_kind(completion)}")
         return _response(self.id, completion)
 
     def classify(self, exc: BaseException) -> Classification:
