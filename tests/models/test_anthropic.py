@@ -352,6 +352,21 @@ async def test_a_local_server_gets_a_placeholder_key(
     assert provider_server.last_request.api_key == "trialkit-no-key"
 
 
+async def test_a_bearer_token_from_the_environment_is_sent_not_the_placeholder(
+    provider_server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token-from-the-environment")
+    model = AnthropicModel("claude-test", base_url=provider_server.anthropic_base_url)
+    try:
+        await model.generate(ask())
+    finally:
+        await model.aclose()
+    sent = provider_server.last_request.headers.get("authorization")
+    assert sent == "Bearer token-from-the-environment"
+    assert provider_server.last_request.headers.get("x-api-key") is None
+
+
 async def test_aclose_closes_the_client_it_made(model: AnthropicModel) -> None:
     client = model.client
     await model.aclose()

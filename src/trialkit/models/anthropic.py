@@ -128,7 +128,8 @@ class AnthropicModel(Model):
         """The SDK client, made on first use (so a model can be named without a key)."""
         if self._client is None:
             api_key = self._api_key or os.environ.get("ANTHROPIC_API_KEY") or None
-            if api_key is None and self.base_url is not None:
+            token = os.environ.get("ANTHROPIC_AUTH_TOKEN")  # the SDK sends it as a bearer token
+            if api_key is None and token is None and self.base_url is not None:
                 api_key = PLACEHOLDER_API_KEY
             from anthropic import AsyncAnthropic
 
