@@ -281,3 +281,36 @@ def test_agent_code_using_the_model_layer_is_recorded() -> None:
     )
     assert report.tasks[0].passed == 2
     assert seen == [1, 1]
+
+
+class _Grouped(Model):
+    """A provider whose SDK runs its request in a task group of its own."""
+
+    provider = "grouped"
+
+    def __init__(self, inner: Exception) -> None:
+        super().__init__("m")
+        self.inner = inner
+        self.calls = 0
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        raise ExceptionGroup("unhandled errors in a TaskGroup", [self.inner])
+
+
+@pytest.mark.parametrize(
+    ("inner", "attempts", "said"),
+    [
+        (TimeoutError("no answer in time"), 3, "gave up after 3 attempts: no answer in time"),
+        (ValueError("the request is bad"), 1, "grouped/m: the request is bad"),
+    ],
+)
+def test_a_provider_error_inside_a_group_is_classified_and_named_by_its_leaf(
+    inner: Exception, attempts: int, said: str
+) -> None:
+    provider = _Grouped(inner)
+    with pytest.raises(ModelError) as raised:
+        call(get_model(provider))
+    assert provider.calls == attempts  # a timeout is retried, a bad request is not
+    assert said in str(raised.value)
+    assert "TaskGroup" not in str(raised.value)

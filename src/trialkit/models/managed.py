@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
+from trialkit._errors import cause, describe
 from trialkit.models.base import (
     ErrorKind,
     Model,
@@ -130,8 +131,9 @@ class ManagedModel(Model):
             try:
                 return await self._attempt(request, policy), attempt - 1
             except Exception as exc:
-                kind, retry_after, status = self.inner.classify(exc)
-                if isinstance(exc, TimeoutError):
+                leaf = cause(exc)  # what a provider's own task group wrapped
+                kind, retry_after, status = self.inner.classify(leaf)
+                if isinstance(leaf, TimeoutError):
                     kind = ErrorKind.TRANSIENT
                 if kind is ErrorKind.PERMANENT or attempt >= policy.attempts:
                     raise _give_up(self.id, exc, kind, status, attempt) from exc
@@ -169,7 +171,7 @@ def _give_up(
     model_id: str, exc: Exception, kind: ErrorKind, status: int | None, attempts: int
 ) -> ModelError:
     what = f"HTTP {status}: " if status is not None else ""
-    detail = str(exc) or type(exc).__name__
+    detail = describe(exc)[1]
     own = f"{model_id}: "
     if detail.startswith(own):  # the provider named the model already: say it once
         detail = detail[len(own) :]
