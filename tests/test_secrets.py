@@ -255,3 +255,16 @@ def test_the_viewer_serves_no_secret_even_from_old_rows(
             assert response.status == 200, (target, body[:300])
             assert KEY not in body, target
             assert "trials" not in target or REDACTED in body, target
+
+
+def test_a_store_password_is_a_secret_unless_it_is_a_name_beside_it() -> None:
+    """CI's local PostgreSQL has user, password and database `trialkit`: hiding that password
+    hides nothing, and redacting it would blank the product's name in every line."""
+    from trialkit.store.engine import create_store_engine
+
+    create_store_engine("postgresql+psycopg://trialkit:trialkit@127.0.0.1:9/trialkit").dispose()
+    create_store_engine("postgresql+psycopg://user:pw-Store-0123456789@127.0.0.1:9/db").dispose()
+
+    assert redact("trialkit run suite.py") == "trialkit run suite.py"
+    assert "pw-Store-0123456789" in known_secrets()
+    assert redact("login pw-Store-0123456789 failed") == f"login {REDACTED} failed"

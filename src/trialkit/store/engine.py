@@ -32,7 +32,11 @@ def create_store_engine(url: str, *, create: bool = True) -> Engine:
     parsed = parse_url(url)
     from trialkit.secrets import register_secret
 
-    register_secret(parsed.password)  # a database error may quote the URL: never print it
+    # A database error may quote the URL: never print its password. One that is the user's or
+    # the database's name (a local test setup's) hides nothing, and redacting it would blank
+    # that word everywhere, "trialkit" included.
+    if parsed.password not in (parsed.username, parsed.database):
+        register_secret(parsed.password)
     kwargs: dict[str, Any] = {}
     sqlite = parsed.get_backend_name() == "sqlite"
     if sqlite:
