@@ -34,6 +34,7 @@ class Relay:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
         self.sockets: list[socket.socket] = []
+        self.stopped = False
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -43,9 +44,16 @@ class Relay:
                 client, _ = self.listener.accept()
             except OSError:
                 return  # stopped
-            server = socket.create_connection(self.target, timeout=10)
+            pair = [client]
+            with contextlib.suppress(OSError):
+                pair.append(socket.create_connection(self.target, timeout=10))
             with self.lock:
-                self.sockets += [client, server]
+                if self.stopped or len(pair) < 2:  # accepted as it stopped: reset it too
+                    for sock in pair:
+                        sock.close()
+                    continue
+                self.sockets += pair
+            client, server = pair
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
@@ -59,6 +67,7 @@ class Relay:
     def stop(self) -> None:
         self.listener.close()
         with self.lock:
+            self.stopped = True
             for sock in self.sockets:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
@@ -88,9 +97,12 @@ def test_postgres_gone_mid_run_is_exit_4_and_resume_finishes(schema_url: str) ->
     suite = Suite(id="s", harness=agent, tasks=[Task(id=f"t{i}", input=str(i)) for i in range(6)])
     store = Store(through_relay)
     runner = Runner(store=store, concurrency=1)
-    with pytest.raises(RunFailed) as raised:
-        anyio.run(runner.run, suite)
-    store.close()
+    try:
+        with pytest.raises(RunFailed) as raised:
+            anyio.run(runner.run, suite)
+    finally:
+        store.close()
+        relay.stop()  # again: whatever it accepted since is reset and closed too
     message = str(raised.value)
     assert "\n" not in message
     assert f"127.0.0.1:{relay.port}" in message  # the store, by its URL (password hidden)
