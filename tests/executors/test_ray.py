@@ -24,6 +24,7 @@ import pytest
 from tests.executors.test_processes import MIXED_STORED, MIXED_TALLY, SUITE, stored, tally
 from tests.fakes.provider_server import ProviderServer
 from trialkit import Runner
+from trialkit._errors import RunFailed
 from trialkit.executors import WorkerError
 from trialkit.loaders.target import load_target
 from trialkit.models.cassette import CacheMode, Cassette
@@ -118,7 +119,7 @@ def test_a_killed_actor_errors_its_trial_and_is_replaced(
 
 
 def test_actors_that_keep_dying_fail_the_run(ray_cluster: str, suite_file: Path) -> None:
-    with pytest.raises(WorkerError, match="Ray actors were lost"):
+    with pytest.raises(RunFailed, match="Ray actors were lost"):  # exit 4: could not finish
         run(load_target(f"{suite_file}:always_dies"), concurrency=2, executor="ray", workers=1)
 
 
