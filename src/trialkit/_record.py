@@ -60,3 +60,17 @@ class ErrorInfo(Record):
 
     def summary(self) -> str:
         return f"{self.type}: {self.message}"
+
+
+def nested_deeper_than(data: object, limit: int) -> bool:
+    """Whether `data` (parsed JSON) nests lists and objects more than `limit` deep; iterative,
+    so a file too deep for recursion is measured, not a `RecursionError`."""
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth >= limit:
+                return True
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+    return False

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_core import to_jsonable_python
 
-from trialkit._record import Record
+from trialkit._record import Record, nested_deeper_than
 from trialkit.models.base import ModelRequest, ModelResponse, key_of
 
 SCHEMA_VERSION = 1
@@ -162,19 +162,6 @@ MAX_DEPTH = 100
 hashing, validation and checks of a recording recurse."""
 
 
-def _depth_over(data: object, limit: int) -> bool:
-    """Whether `data` (parsed JSON) nests lists and objects more than `limit` deep."""
-    stack: list[tuple[object, int]] = [(data, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict | list):
-            if depth >= limit:
-                return True
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((item, depth + 1) for item in items)
-    return False
-
-
 def _load(path: Path) -> _File | None:
     """The recording at `path`, None when there is none; `CassetteError` when it is unusable."""
     try:
@@ -185,7 +172,7 @@ def _load(path: Path) -> _File | None:
         raise CassetteError(f"{path}: nested too deeply to read; fix or delete it") from None
     except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
         raise CassetteError(f"{path}: not readable JSON ({exc}); fix or delete it") from exc
-    if _depth_over(data, MAX_DEPTH):
+    if nested_deeper_than(data, MAX_DEPTH):
         raise CassetteError(
             f"{path}: nested more than {MAX_DEPTH} levels deep: not a recording; fix or delete it"
         )

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from trialkit._record import nested_deeper_than
 from trialkit.graders.base import Grader
 from trialkit.graders.match import contains_any, fuzzy_match, starts_with
 from trialkit.task import SuiteError
@@ -88,22 +89,10 @@ def parse_json(text: str) -> Any:
         value = None
         deep = True
     else:
-        deep = _deeper_than(value, MAX_JSON_DEPTH)
+        deep = nested_deeper_than(value, MAX_JSON_DEPTH)
     if deep:
         raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", text, 0)
     return value
-
-
-def _deeper_than(value: object, limit: int) -> bool:
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth >= limit:
-                return True
-            inner = item.values() if isinstance(item, dict) else item
-            stack.extend((value, depth + 1) for value in inner)
-    return False
 
 
 def where(file: str, line: int | None = None, field: str | None = None) -> str:
