@@ -1,7 +1,10 @@
-"""A fake LLM provider on loopback that speaks two wire formats, so tests drive the real SDKs.
+"""A fake LLM provider on loopback that speaks four wire formats, so tests drive the real SDKs.
 
-`POST /v1/chat/completions` answers like OpenAI Chat Completions and `POST /v1/messages` like
-Anthropic Messages (no streaming). Each request takes the next behaviour from the script, or the
+`POST …/v1/chat/completions` answers like OpenAI Chat Completions, `…/v1/responses` like OpenAI
+Responses, `…/v1/messages` like Anthropic Messages and `…/v1/embeddings` like OpenAI
+Embeddings; any path prefix and query is accepted (`/run/abc/v1/messages?beta=true`). A body
+with `"stream": true` gets server-sent events, one HTTP chunk per event, as the API streams
+them (`provider_streams`). Each request takes the next behaviour from the script, or the
 default (echo the last user message) when the script is empty:
 
 ```python
@@ -12,15 +15,22 @@ with ProviderServer() as server:
         Fail(429, retry_after=2),
         Drop(),
         malformed(),
+        Cut(after_events=3),  # a stream that ends early; abrupt=True closes mid-body
+        Hold(release),  # every event but the last until the test sets `release`
     )
     client = AsyncOpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0)
     ...
     assert server.last_request.json["model"] == "gpt-4o-mini"
 ```
 
-It records every request (path, lower-cased headers, body). One thread per connection, so
-hundreds of concurrent connections are fine; delays are cut short when the server stops, and
-stopping closes the connections clients keep alive, so `stop()` never hangs.
+`ProviderServer(default=RoundTrip())` answers agents without a script: a call of the first tool
+offered, then, once the conversation holds the tool's result, a text that quotes it; the
+answer is a pure function of the request, so concurrent trials get the same answers in any order.
+
+It records every request (path, query, lower-cased headers, body) and counts the TCP
+connections it accepts. One thread per connection, so hundreds of concurrent connections are
+fine; delays and holds are cut short when the server stops, and stopping closes the
+connections clients keep alive, so `stop()` never hangs.
 """
 
 from __future__ import annotations
@@ -38,12 +48,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
-Wire = Literal["openai", "anthropic"]
+from tests.fakes import provider_streams as streams
+from tests.fakes import provider_wire as wire
+from tests.fakes.provider_wire import Api
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
+RESPONSES_PATH = "/v1/responses"
+EMBEDDINGS_PATH = "/v1/embeddings"
 
 
 # --- behaviours ---------------------------------------------------------------------------
@@ -119,7 +133,99 @@ class Raw:
     delay: float = 0.0
 
 
-Behaviour = Reply | Echo | Fail | Drop | Raw
+@dataclass(frozen=True)
+class RoundTrip:
+    """One tool round trip, decided by the request alone: no script, the same answers in any order.
+
+    While the request offers tools and its conversation holds no tool result, the answer is
+    one call of `tool` (the first tool offered when None) with `arguments`, or when None with
+    each required argument filled in: a string with the last user message's text, other types
+    with an empty value. The call's id is a digest of that text and the tool's name. Once the
+    conversation holds a tool result, the answer is `f"{answer}: {result}"` (the last result).
+    Without tools it echoes the last user message. Every id in the answer is a digest of the
+    request and `created` is fixed, so the whole answer depends on the request only.
+    """
+
+    tool: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    answer: str = "The tool answered"
+    delay: float = 0.0
+
+    def reply_to(self, api: Api, request: dict[str, Any]) -> Reply:
+        results = wire.tool_results(api, request)
+        if results:
+            return Reply(f"{self.answer}: {results[-1]}")
+        text = wire.last_user_text(api, request)
+        tools = dict(wire.offered_tools(api, request))
+        if not tools:
+            return Reply(text)
+        name = self.tool or next(iter(tools))
+        arguments = self.arguments
+        if arguments is None:
+            arguments = _required_arguments(tools.get(name, {}), text)
+        prefix = "toolu_" if api == "messages" else "call_"
+        return Reply(tool_calls=[ToolUse(name, arguments, id=prefix + wire.digest(name, text))])
+
+
+def _required_arguments(schema: Mapping[str, Any], text: str) -> dict[str, Any]:
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    return {
+        name: _argument_of_type(properties.get(name, {}).get("type"), text)
+        for name in schema.get("required") or ()
+        if isinstance(name, str)
+    }
+
+
+def _argument_of_type(kind: Any, text: str) -> Any:
+    """`text` for a string (or an unknown type), an empty value of any other JSON type."""
+    empty: dict[str, Any] = {
+        "integer": 0,
+        "number": 0,
+        "boolean": False,
+        "null": None,
+        "array": [],
+        "object": {},
+    }
+    return empty[kind] if isinstance(kind, str) and kind in empty else text
+
+
+Answer = Reply | Echo | RoundTrip
+"""The behaviours that answer with a model's reply (which `Cut` and `Hold` then shape)."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Send the first `after_events` events of `reply`'s stream, then end the response early.
+
+    The response ends cleanly (the chunked body is terminated, as if the provider had
+    finished) or, with `abrupt`, the connection closes mid-body. A non-streamed answer counts
+    as one event: 0 sends an empty body (abrupt: headers that promise a body, then the close).
+    """
+
+    after_events: int
+    abrupt: bool = False
+    reply: Answer = Echo()
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Send every event of `reply`'s stream but the last, then wait for `release` to be set.
+
+    Proves a client sees a stream as it comes, not buffered: the test reads the first events,
+    then sets `release`. The wait lasts at most `timeout` seconds (then the last event goes
+    anyway) and ends when the server stops (then the connection closes without it). A
+    non-streamed answer is sent whole once released (its headers before).
+    """
+
+    release: threading.Event
+    reply: Answer = Echo()
+    timeout: float = 10.0
+    delay: float = 0.0
+
+
+Behaviour = Reply | Echo | RoundTrip | Fail | Drop | Raw | Cut | Hold
 
 
 def malformed() -> Raw:
@@ -134,9 +240,25 @@ def malformed() -> Raw:
 class RecordedRequest:
     method: str
     path: str
+    """Without the query."""
     headers: Mapping[str, str]
     """Header names lower-cased."""
     body: bytes
+    query: str = ""
+    """What followed `?` in the request's target (e.g. `beta=true`)."""
+
+    @property
+    def api(self) -> Api | None:
+        """The endpoint called: `chat`, `responses`, `messages` or `embeddings` (None: no route)."""
+        return wire.api_of(self.path)
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the body asked for a stream (`"stream": true`)."""
+        try:
+            return self.json.get("stream") is True
+        except (ValueError, TypeError):
+            return False
 
     @property
     def json(self) -> dict[str, Any]:
@@ -188,6 +310,7 @@ class ProviderServer:
         """The most requests that were being answered at the same time."""
         self.request_count = 0
         """Requests received in all (recorded or not)."""
+        self._connections = 0
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -205,6 +328,12 @@ class ProviderServer:
             return len(self._script)
 
     @property
+    def connections(self) -> int:
+        """TCP connections accepted since the server was made or `reset()` (a replay: none)."""
+        with self._lock:
+            return self._connections
+
+    @property
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._recorded)
@@ -217,11 +346,12 @@ class ProviderServer:
             return self._recorded[-1]
 
     def reset(self) -> None:
-        """Forget the script and the recorded requests."""
+        """Forget the script and the recorded requests, and count connections from zero."""
         with self._lock:
             self._script.clear()
             self._recorded.clear()
             self.request_count = 0
+            self._connections = 0
             self.max_in_flight = 0
 
     # lifecycle ---------------------------------------------------------------------------
@@ -281,6 +411,10 @@ class ProviderServer:
 
     # used by the handler threads ---------------------------------------------------------
 
+    def _accepted(self) -> None:
+        with self._lock:
+            self._connections += 1
+
     def _begin(self, request: RecordedRequest) -> int:
         with self._lock:
             self._recorded.append(request)
@@ -303,6 +437,16 @@ class ProviderServer:
             return not self._stopping.is_set()
         return not self._stopping.wait(seconds)
 
+    def _wait_for(self, release: threading.Event, timeout: float) -> bool:
+        """Wait until `release` is set or `timeout` passed; False when the server began stopping."""
+        deadline = time.monotonic() + timeout
+        while not release.wait(0.02):
+            if self._stopping.is_set():
+                return False
+            if time.monotonic() >= deadline:
+                break
+        return True
+
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -317,6 +461,7 @@ class _HTTPServer(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:
             self._connections.add(request)
+        self.fake._accepted()
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
@@ -337,9 +482,6 @@ class _HTTPServer(ThreadingHTTPServer):
         pass
 
 
-_WIRES: dict[str, Wire] = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms delayed ACK
@@ -351,55 +493,101 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._read_body()
-        self._send_json(404, _openai_error(404, f"no route GET {self.path}", None, None))
+        self._send_json(404, wire.openai_error(404, f"no route GET {self.path}", None, None))
 
     def do_POST(self) -> None:
         body = self._read_body()
-        path = self.path.partition("?")[0]
-        wire = _WIRES.get(path)
+        path, _, query = self.path.partition("?")
+        api = wire.api_of(path)
         fake = self.server.fake
         recorded = RecordedRequest(
             method="POST",
             path=path,
             headers={name.lower(): value for name, value in self.headers.items()},
             body=body,
+            query=query,
         )
         self.request_key = recorded.api_key
         self.request_authorization = recorded.headers.get("authorization")
         number = fake._begin(recorded)
         try:
-            if wire is None:
-                self._send_json(404, _openai_error(404, f"no route POST {path}", None, None))
+            if api is None:
+                self._send_json(404, wire.openai_error(404, f"no route POST {path}", None, None))
                 return
             if fake.api_key is not None and recorded.api_key != fake.api_key:
-                self._fail(wire, Fail(401, "invalid API key"))
+                self._fail(api, Fail(401, "invalid API key"))
                 return
             try:
                 request = recorded.json
             except (ValueError, TypeError) as exc:
-                self._fail(wire, Fail(400, f"request body is not a JSON object: {exc}"))
+                self._fail(api, Fail(400, f"request body is not a JSON object: {exc}"))
                 return
             behaviour = fake._next_behaviour()
             if not fake._sleep(fake.latency + behaviour.delay):
                 self.close_connection = True
                 return
-            self._perform(wire, behaviour, request, number)
+            self._perform(api, behaviour, request, number)
         finally:
             fake._end()
 
-    def _perform(self, wire: Wire, behaviour: Behaviour, request: dict[str, Any], n: int) -> None:
+    def _perform(self, api: Api, behaviour: Behaviour, request: dict[str, Any], n: int) -> None:
         if isinstance(behaviour, Drop):
             self.close_connection = True
         elif isinstance(behaviour, Fail):
-            self._fail(wire, behaviour)
+            self._fail(api, behaviour)
         elif isinstance(behaviour, Raw):
             self._send(behaviour.status, behaviour.body, behaviour.content_type, behaviour.headers)
         else:
-            reply = Reply(_last_user_text(request)) if isinstance(behaviour, Echo) else behaviour
-            render = _openai_completion if wire == "openai" else _anthropic_message
-            self._send_json(200, render(reply, request, n))
+            shape = behaviour if isinstance(behaviour, Cut | Hold) else None
+            answer = behaviour.reply if isinstance(behaviour, Cut | Hold) else behaviour
+            if wire.streamed(api, request):
+                self._send_stream(_events(api, answer, request, n), shape)
+            else:
+                self._send_whole(json.dumps(_body(api, answer, request, n)).encode(), shape)
 
-    def _fail(self, wire: Wire, fail: Fail) -> None:
+    def _send_stream(self, events: list[bytes], shape: Cut | Hold | None) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("x-request-id", "req_fake")
+        self.end_headers()
+        first = events
+        if isinstance(shape, Cut):
+            first = events[: max(0, shape.after_events)]
+        elif isinstance(shape, Hold):
+            first = events[:-1]
+        for event in first:
+            self._write_chunk(event)
+        if isinstance(shape, Cut) and shape.abrupt:
+            self.close_connection = True
+            return
+        if isinstance(shape, Hold):
+            if not self.server.fake._wait_for(shape.release, shape.timeout):
+                self.close_connection = True
+                return
+            self._write_chunk(events[-1])
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _send_whole(self, body: bytes, shape: Cut | Hold | None) -> None:
+        sent = b"" if isinstance(shape, Cut) and shape.after_events < 1 else body
+        abrupt = isinstance(shape, Cut) and shape.abrupt
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body if abrupt else sent)))
+        self.send_header("x-request-id", "req_fake")
+        self.end_headers()
+        if isinstance(shape, Hold) and not self.server.fake._wait_for(shape.release, shape.timeout):
+            self.close_connection = True
+            return
+        self.wfile.write(sent)
+        if abrupt:
+            self.close_connection = True
+
+    def _fail(self, api: Api, fail: Fail) -> None:
         headers = dict(fail.headers)
         message = fail.message.replace("{api_key}", getattr(self, "request_key", None) or "")
         authorization = getattr(self, "request_authorization", None) or ""
@@ -407,10 +595,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fail.retry_after is not None:
             value = fail.retry_after
             headers["retry-after"] = f"{value:g}" if isinstance(value, float | int) else value
-        if wire == "openai":
-            body = _openai_error(fail.status, message, fail.error_type, fail.code)
+        if api == "messages":
+            body = wire.anthropic_error(fail.status, message, fail.error_type)
         else:
-            body = _anthropic_error(fail.status, message, fail.error_type)
+            body = wire.openai_error(fail.status, message, fail.error_type, fail.code)
         self._send_json(fail.status, body, headers)
 
     def _read_body(self) -> bytes:
@@ -435,175 +623,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-# --- wire formats -------------------------------------------------------------------------
+def _reply(api: Api, answer: Answer, request: dict[str, Any], n: int) -> tuple[Reply, str, int]:
+    """The reply, the id part of the answer's ids and its `created` time."""
+    if isinstance(answer, RoundTrip):
+        return answer.reply_to(api, request), wire.digest(request), wire.CREATED
+    reply = Reply(wire.last_user_text(api, request)) if isinstance(answer, Echo) else answer
+    return reply, str(n), int(time.time())
 
 
-def _openai_completion(reply: Reply, request: dict[str, Any], n: int) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": reply.text if reply.text or not reply.tool_calls else None,
-        "refusal": None,
-    }
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.id or f"call_fake_{n}_{index}",
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": call.arguments
-                    if isinstance(call.arguments, str)
-                    else json.dumps(dict(call.arguments)),
-                },
-            }
-            for index, call in enumerate(reply.tool_calls)
-        ]
-    if reply.reasoning is not None:
-        message["reasoning_content"] = reply.reasoning
-    if reply.usage is not None:
-        usage = dict(reply.usage)
-    else:
-        prompt, completion = _count(request.get("messages")), _count(reply.text) + 1
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-    return {
-        "id": f"chatcmpl-fake-{n}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": reply.model or request.get("model", "fake"),
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": reply.finish_reason
-                or ("tool_calls" if reply.tool_calls else "stop"),
-                "logprobs": None,
-            }
-        ],
-        "usage": usage,
-    }
+def _body(api: Api, answer: Answer, request: dict[str, Any], n: int) -> dict[str, Any]:
+    if api == "embeddings":
+        return wire.embeddings(request)
+    reply, ident, created = _reply(api, answer, request, n)
+    if api == "chat":
+        return wire.chat_completion(reply, request, ident, created)
+    if api == "responses":
+        return wire.response_object(reply, request, ident, created)
+    return wire.anthropic_message(reply, request, ident)
 
 
-def _anthropic_message(reply: Reply, request: dict[str, Any], n: int) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    if reply.reasoning is not None:
-        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "fake"})
-    if reply.text:
-        content.append({"type": "text", "text": reply.text})
-    for index, call in enumerate(reply.tool_calls):
-        arguments: Any = call.arguments
-        if isinstance(arguments, str):
-            with contextlib.suppress(ValueError):
-                arguments = json.loads(arguments)
-        else:
-            arguments = dict(arguments)
-        content.append(
-            {
-                "type": "tool_use",
-                "id": call.id or f"toolu_fake_{n}_{index}",
-                "name": call.name,
-                "input": arguments,
-            }
-        )
-    usage = (
-        dict(reply.usage)
-        if reply.usage is not None
-        else {
-            "input_tokens": _count(request.get("messages")) + _count(request.get("system")),
-            "output_tokens": _count(reply.text) + 1,
-        }
-    )
-    return {
-        "id": f"msg_fake_{n}",
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model or request.get("model", "fake"),
-        "content": content,
-        "stop_reason": reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn"),
-        "stop_sequence": None,
-        "usage": usage,
-    }
-
-
-_OPENAI_ERROR_TYPES = {
-    401: ("invalid_request_error", "invalid_api_key"),
-    403: ("invalid_request_error", "unsupported_country_region_territory"),
-    404: ("invalid_request_error", "model_not_found"),
-    429: ("requests", "rate_limit_exceeded"),
-}
-
-
-def _openai_error(
-    status: int, message: str, error_type: str | None, code: str | None
-) -> dict[str, Any]:
-    default_type, default_code = _OPENAI_ERROR_TYPES.get(
-        status, ("server_error" if status >= 500 else "invalid_request_error", None)
-    )
-    return {
-        "error": {
-            "message": message,
-            "type": error_type or default_type,
-            "param": None,
-            "code": code or default_code,
-        }
-    }
-
-
-_ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
-
-
-def _anthropic_error(status: int, message: str, error_type: str | None) -> dict[str, Any]:
-    default_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
-    return {
-        "type": "error",
-        "error": {"type": error_type or default_type, "message": message},
-        "request_id": "req_fake",
-    }
-
-
-def _last_user_text(request: dict[str, Any]) -> str:
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        return ""
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            return _text_of(message.get("content"))
-    return ""
-
-
-def _text_of(content: Any) -> str:
-    """The text in a message's content: a string, or the text in a list of parts/blocks."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                if part.get("type") == "text":
-                    parts.append(str(part.get("text", "")))
-                elif part.get("type") == "tool_result":
-                    parts.append(_text_of(part.get("content")))
-        return "".join(parts)
-    return ""
-
-
-def _count(value: Any) -> int:
-    """A rough token count (1 per 4 characters of JSON), never zero."""
-    if value is None:
-        return 0
-    return max(1, len(json.dumps(value)) // 4)
+def _events(api: Api, answer: Answer, request: dict[str, Any], n: int) -> list[bytes]:
+    reply, ident, created = _reply(api, answer, request, n)
+    if api == "chat":
+        return streams.chat_events(reply, request, ident, created)
+    if api == "responses":
+        return streams.responses_events(reply, request, ident, created)
+    return streams.messages_events(reply, request, ident)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -167,7 +167,7 @@ def test_a_required_key_is_checked() -> None:
 
 def test_unknown_routes_and_bad_bodies(provider_server: ProviderServer) -> None:
     provider_server.script(Reply("kept for a real call"))
-    assert post(provider_server, "/v1/embeddings")[0] == 404
+    assert post(provider_server, "/v1/images/generations")[0] == 404
     host, port = provider_server.url.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=5)
     try:
