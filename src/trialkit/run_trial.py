@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ import pydantic_core
 from trialkit._calls import call_user
 from trialkit._errors import describe, find
 from trialkit._record import ErrorInfo, clean_text
+from trialkit.capture.calls import StreamCut, flush_held
+from trialkit.capture.scope import OfflineRefused
 from trialkit.environments.base import Environment
 from trialkit.graders.base import GradeContext, Grader, run_grader, trial_verdict
 from trialkit.harness.base import Harness, HarnessError, Reply, TrialContext
@@ -85,6 +88,8 @@ class TrialRunner:
                     phase=state.phase,
                 )
         finally:
+            flush_held(recorder)
+            recorder.closed = True
             if state.world_ready:
                 self.env.keep_for(state.world, self._verdict(state), run_id=self.run_id)
                 await self._teardown(state)
@@ -128,6 +133,7 @@ class TrialRunner:
             state.fail_with(exc, "setup")
             return
         timing.setup_s = time.perf_counter() - mark
+        recorder.substitutions = per_trial_values(state.world)
 
         mark = time.perf_counter()
         state.phase = "agent"
@@ -142,6 +148,9 @@ class TrialRunner:
         )
         agent_error = await self._converse(ctx, recorder, state.outcome)
         timing.agent_s = time.perf_counter() - mark
+        if recorder.fatal is not None:  # a replay miss, an --offline refusal, a cut stream
+            state.fail_with(recorder.fatal, "agent")
+            return
         if agent_error is not None:
             if task.expect == "failure" and not_the_agents(agent_error) is None:
                 kind, message = describe(agent_error)
@@ -172,6 +181,9 @@ class TrialRunner:
         with calls_as("grader"):
             state.scores = await _grade(item.graders, grade_ctx, expect=task.expect)
         timing.grading_s = time.perf_counter() - mark
+        if recorder.fatal is not None:  # a grader's own SDK call could not be answered
+            state.fail_with(recorder.fatal, "grading")
+            return
         state.phase = "done"
 
     async def _converse(
@@ -296,7 +308,14 @@ async def _probe(turn: Turn, probes: dict[str, Callable[[Any], Any]], world: Any
 
 
 _COMPLETED = "agent_completed"
-_NOT_THE_AGENTS = (TimeoutError, HarnessError, CassetteMiss, ModelError)
+_NOT_THE_AGENTS = (
+    TimeoutError,
+    HarnessError,
+    CassetteMiss,
+    ModelError,
+    OfflineRefused,
+    StreamCut,
+)
 """Errors that are never an agent's expected failure: time ran out, the harness broke, a
 replay found no recording, or a model could not be called (a provider's outage, a bad key
 or model id: no answer came, so nothing was refused)."""
@@ -365,3 +384,17 @@ def _grader_cost(calls: Sequence[ModelCall]) -> float | None:
 
 def model_name(model: str | Model | None) -> str | None:
     return model.id if isinstance(model, Model) else model
+
+
+WORKSPACE_PLACEHOLDER = "{{trialkit.workspace}}"
+
+
+def per_trial_values(world: object) -> list[tuple[str, str]]:
+    """The values of this trial that a replay in another trial or run sees differently (its
+    workspace folder), with the placeholder cassettes write in their place."""
+    path = getattr(world, "path", None)
+    if path is None:
+        return []
+    real = os.path.realpath(path)
+    values = {str(path), real}
+    return [(value, WORKSPACE_PLACEHOLDER) for value in sorted(values, key=len, reverse=True)]

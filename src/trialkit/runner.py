@@ -12,6 +12,7 @@ import functools
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
@@ -102,6 +103,8 @@ class Runner:
         executor: Literal["local", "ray"] = "local",
         min_pass_rate: float | None = None,
         fail_on_error: float = 0,
+        capture: bool = True,
+        offline: bool = False,
     ) -> None:
         if adaptive is not None and trials is not None:
             raise ValueError("give either trials or adaptive, not both")
@@ -143,6 +146,8 @@ class Runner:
             retry=retry or RetryPolicy(),
             default_model=model,
             judge_model=judge_model,
+            capture=capture,
+            offline=offline,
         )
         self.max_cost = max_cost
         self.gate = {"min_pass_rate": min_pass_rate, "fail_on_error": fail_on_error}
@@ -158,6 +163,9 @@ class Runner:
         """Processes that run trials; 1 runs them in this process."""
         self.exporters = list(exporters)
         self.export_errors: list[str] = []
+        self.notices: list[str] = []
+        """What a user should know after a run that is not an error (a `record` run that
+        recorded nothing), one line each."""
         """Exporter hooks that raised, one line each: an exporter never stops a run."""
         self.last_run: RunInfo | None = None
         """The run being (or last) run, so a caller can name it after an interruption."""
@@ -461,6 +469,10 @@ class Runner:
                     self.progress.advance(trial)
 
         settings = self.run_settings(suite)
+        if settings.capture or settings.offline:
+            from trialkit.capture.hook import install
+
+            install()
         stored = create is None
         running = False
         broken: Exception | None = None  # trialkit's own machinery failed mid-run: exit 4
@@ -513,9 +525,12 @@ class Runner:
                 self.progress.stop()
             with anyio.CancelScope(shield=True):
                 await harness.aclose()
-            if self.settings.cassette is not None:
+            if (cassette := self.settings.cassette) is not None:
                 whole = run.status == "completed" and create is not None and not self._selects()
-                self.settings.cassette.write_manifest(suite.id, complete=whole)
+                if cassette.mode == "record" and not cassette.used_keys():
+                    self.notices.append(_nothing_recorded(cassette.root, settings.capture))
+                else:
+                    cassette.write_manifest(suite.id, complete=whole)
             self._export("on_run_end", run)
         if broken is not None:
             from trialkit.store.errors import StoreError
@@ -585,3 +600,16 @@ def run_sync(
     """
     runner = Runner(**options)
     return anyio.run(functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors))
+
+
+def _nothing_recorded(root: Path, capture: bool) -> str:
+    how = (
+        "capture is off (--no-capture), so only calls through trialkit's models count"
+        if not capture
+        else "trialkit sees calls through its own models and an agent's httpx/httpx2 clients "
+        "(the official SDKs and the frameworks on them)"
+    )
+    return (
+        f"--cache-mode record recorded nothing in {root}: no trial made a model call; {how}; "
+        "see docs/guide.md, 'Evaluate the agent you already have'"
+    )

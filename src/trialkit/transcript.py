@@ -7,6 +7,7 @@ to it with `current_recorder()` without anybody passing it around.
 
 from __future__ import annotations
 
+import threading
 import time
 from contextvars import ContextVar, Token
 from datetime import UTC, datetime
@@ -116,6 +117,12 @@ class ModelCall(Record):
     key: str | None = None
     """The request's cassette key (SHA-256 of its canonical JSON)."""
     turn: int = 0
+    endpoint: str | None = None
+    """For a call the agent made with its own SDK client, captured at the HTTP client: the
+    method and URL it went to (`POST http://127.0.0.1:8000/v1/chat/completions`, no query);
+    `None` for a call made through trialkit's model layer."""
+    status: int | None = None
+    """The HTTP status of the answer, for a captured call."""
 
 
 class Turn(Record):
@@ -185,16 +192,50 @@ class TranscriptRecorder:
         self.task_id = task_id
         self.trial_index = trial_index
         self._occurrences: dict[str, int] = {}
+        self._free: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+        """Model calls may be recorded from the agent's own threads as well as the loop."""
+        self.substitutions: list[tuple[str, str]] = []
+        """(this trial's value, placeholder) pairs, e.g. the workspace path: written as the
+        placeholder in cassette keys and recordings, and put back in replayed answers, so a
+        replay in another folder still matches."""
+        self.fatal: BaseException | None = None
+        """What must end the trial as an error even if the agent carried on: a replay miss, a
+        request `--offline` refused, a stream the server cut off. SDKs turn an exception under
+        their `send` into a bare "Connection error.", and agents may catch that."""
+        self.closed = False
+        self.held_attempts: dict[str, list[Any]] = {}
+        """Captured attempts that failed in a way SDKs retry, per request key, waiting for
+        the retry that will carry their count (`trialkit.capture.calls`)."""
+        """Set when the trial ends: threads the trial started are no longer attributed to it."""
 
     def next_occurrence(self, key: str) -> int:
         """How many times this trial already made the request `key` (0 the first time).
 
         Cassettes file each response under (trial index, occurrence), so an agent that sends
-        the same request twice in a trial gets its two recorded answers back in order.
+        the same request twice in a trial gets its two recorded answers back in order. An
+        occurrence given back by `release_occurrence` (a retried attempt) is handed out again.
         """
-        count = self._occurrences.get(key, 0)
-        self._occurrences[key] = count + 1
-        return count
+        with self._lock:
+            free = self._free.get(key)
+            if free:
+                first = min(free)
+                free.remove(first)
+                return first
+            count = self._occurrences.get(key, 0)
+            self._occurrences[key] = count + 1
+            return count
+
+    def release_occurrence(self, key: str, occurrence: int) -> None:
+        """Give an occurrence back: its attempt failed and will be retried under it."""
+        with self._lock:
+            self._free.setdefault(key, []).append(occurrence)
+
+    def fail(self, exc: BaseException) -> None:
+        """Note what must make the trial an error (the first such thing wins)."""
+        with self._lock:
+            if self.fatal is None:
+                self.fatal = exc
 
     def elapsed(self) -> float:
         return time.perf_counter() - self._clock_start
@@ -221,12 +262,13 @@ class TranscriptRecorder:
         )
 
     def add_model_call(self, call: ModelCall) -> None:
-        call.turn = self.turn
-        self.transcript.model_calls.append(call)
-        if call.role == "grader":
-            self.transcript.grader_usage = self.transcript.grader_usage + call.usage
-        else:
-            self.transcript.usage = self.transcript.usage + call.usage
+        with self._lock:
+            call.turn = self.turn
+            self.transcript.model_calls.append(call)
+            if call.role == "grader":
+                self.transcript.grader_usage = self.transcript.grader_usage + call.usage
+            else:
+                self.transcript.usage = self.transcript.usage + call.usage
 
     def add_usage(self, usage: Usage) -> None:
         """Count usage the agent reported itself (when no model call was recorded for it)."""
@@ -239,6 +281,19 @@ _current: ContextVar[TranscriptRecorder | None] = ContextVar("trialkit_recorder"
 def current_recorder() -> TranscriptRecorder | None:
     """The recorder of the trial running in this context, or `None` outside a trial."""
     return _current.get()
+
+
+def context_recorder() -> TranscriptRecorder | Literal[False] | None:
+    """Like `current_recorder`, but `False` when this context never had one set at all: a
+    thread started on its own, rather than code that runs outside every trial."""
+    return _current.get(False)
+
+
+def mark_outside_trials() -> None:
+    """Say, in this context and those copied from it, that code here is outside any trial
+    (unless a trial's recorder is already current)."""
+    if _current.get(False) is False:
+        _current.set(None)
 
 
 def activate(recorder: TranscriptRecorder | None) -> Token[TranscriptRecorder | None]:

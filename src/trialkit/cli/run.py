@@ -162,6 +162,18 @@ def _error_allowance(text: str) -> float:
     "live; env TRIALKIT_CACHE_MODE].",
 )
 @click.option(
+    "--no-capture",
+    is_flag=True,
+    help="Do not capture the model calls the agent makes with its own SDK clients (httpx, "
+    "httpx2): only calls through trialkit's models are recorded and replayed.",
+)
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Refuse every request of a trial to a host other than this machine (a trial error "
+    "naming the host): proves a replayed run is hermetic.",
+)
+@click.option(
     "--max-cost",
     type=click.FloatRange(min=0, min_open=True),
     metavar="DOLLARS",
@@ -249,6 +261,8 @@ def run_command(
     judge_model: str | None,
     cache_dir: str | None,
     cache_mode: str | None,
+    no_capture: bool,
+    offline: bool,
     max_cost: float | None,
     store_url: str | None,
     resume_ref: str | None,
@@ -298,6 +312,8 @@ def run_command(
         "tags": tags,
         "judge_model": judge_model,
         "cassette": cassette,
+        "capture": not no_capture,
+        "offline": offline,
         "max_cost": max_cost,
         "workers": workers,
         "executor": executor,
@@ -353,6 +369,8 @@ def run_command(
         model=model,
         judge_model=judge_model,
         cassette=cassette,
+        capture=not no_capture,
+        offline=offline,
         max_cost=max_cost,
         exporters=_exporters(trace_jsonl, include_content),
         workers=workers,
@@ -399,6 +417,8 @@ def run_command(
     gate = report.gate()  # the thresholds this run was started with
     for problem in runner.export_errors:
         click.echo(f"export failed: {problem}", err=True)
+    for notice in runner.notices:
+        click.echo(notice, err=True)
     _print_verdict(report, gate, console, err_console)
     sys.exit(gate.exit_code)
 

@@ -84,6 +84,8 @@ def worker_setup(suite: Suite, runner: Runner, run_id: str, concurrency: int) ->
         if cassette is None
         else {"root": str(cassette.root.absolute()), "mode": cassette.mode.value},
         "retry": dataclasses.asdict(runner.settings.retry),
+        "capture": runner.settings.capture,
+        "offline": runner.settings.offline,
         "trials": runner.trials,
         "timeout": runner.timeout,
         "concurrency": concurrency,

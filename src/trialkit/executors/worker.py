@@ -102,6 +102,8 @@ class _Worker:
             judge_model=setup["judge_model"],
             cassette=None if cassette is None else Cassette(cassette["root"], cassette["mode"]),
             retry=RetryPolicy(**setup["retry"]),
+            capture=setup["capture"],
+            offline=setup["offline"],
             trials=setup["trials"],
             timeout=setup["timeout"],
             concurrency=setup["concurrency"],
@@ -111,6 +113,10 @@ class _Worker:
         self.harness = self.runner.harness_for(suite, planned)
         self.trials = self.runner.trial_runner(setup["run_id"], suite, self.harness)
         self.settings = self.runner.run_settings(suite)
+        if self.settings.capture or self.settings.offline:
+            from trialkit.capture.hook import install
+
+            install()
         self.run_id: str = setup["run_id"]
 
     async def run(self, request: dict[str, Any], channel: _Channel) -> None:

@@ -8,6 +8,10 @@ at `ROOT/<model id, '/' -> '__'>/<key[:2]>/<key>.json`, holding `{"schema_versio
 occurrence) — numeric order, unlike JSON object keys: one answer per trial and per repeat of the
 request in that trial, so a replay reproduces every trial, variance included. `kind: "text"`
 files serve plain-function harnesses: the request is `{"model", "input"}`, entries hold `output`.
+`kind: "http"` files hold calls the agent made with its own SDK client, captured at the HTTP
+client (`trialkit.capture`): the request is `{"schema_version", "api", "model", "body"}` (the
+body without its volatile fields), and each response is the answer as it came over the wire:
+`{"status", "content_type", "json" | "events" | "text"}`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ SCHEMA_VERSION = 1
 MANIFEST = ".last-run.json"  # at the root: the keys each suite's last run used: `prune` keeps them
 MANIFEST_VERSION = 2
 DIFF_LINES = 40
-Kind = Literal["model", "text"]
+Kind = Literal["model", "text", "http"]
 Slot = tuple[int, int]  # (trial, occurrence)
 Near = list[tuple[Path, list[str]]]
 
@@ -347,6 +351,39 @@ class Cassette:
         entry = _Entry(trial=trial, occurrence=occurrence, recorded_at=_now(), response=dumped)
         self._store(model_id, "model", request.canonical(model_id), entry)
 
+    def lookup_http(
+        self, model_id: str, key: str, *, trial: int, occurrence: int
+    ) -> dict[str, Any] | None:
+        """A captured call's recorded answer (as it came over the wire) for this slot."""
+        entry = self._entry(model_id, key, (trial, occurrence))
+        return None if entry is None else entry.response
+
+    def record_http(
+        self,
+        model_id: str,
+        request: dict[str, Any],
+        answer: dict[str, Any],
+        *,
+        trial: int,
+        occurrence: int,
+    ) -> None:
+        """Store a captured call's answer under its canonical request (see `lookup_http`)."""
+        entry = _Entry(trial=trial, occurrence=occurrence, recorded_at=_now(), response=answer)
+        self._store(model_id, "http", request, entry)
+
+    def miss_http(
+        self,
+        model_id: str,
+        request: dict[str, Any],
+        *,
+        endpoint: str,
+        task_id: str,
+        trial: int,
+        occurrence: int,
+    ) -> CassetteMiss:
+        """`miss` for a call captured at the HTTP client; the message names its endpoint."""
+        return self._miss(model_id, "http", request, task_id, trial, occurrence, endpoint)
+
     def record_text(
         self, model_id: str, key_input: object, output: str, *, trial: int, occurrence: int
     ) -> None:
@@ -489,6 +526,7 @@ class Cassette:
         task_id: str,
         trial: int,
         occurrence: int,
+        endpoint: str = "",
     ) -> CassetteMiss:
         key = _hash(request)
         path = self.path_for(model_id, key)
@@ -507,9 +545,10 @@ class Cassette:
         elif not body:
             body = self._closest(model_id, kind, request)
             body += "\n(record it with --cache-mode auto or --cache-mode record)"
+        at = f" at {endpoint}" if endpoint else ""
         head = (
-            f"replay found no recording for task {task_id!r}, trial {trial}, model {model_id} "
-            f"(occurrence {occurrence} of this request in the trial; key {key})"
+            f"replay found no recording for task {task_id!r}, trial {trial}, model {model_id}"
+            f"{at} (occurrence {occurrence} of this request in the trial; key {key})"
         )
         return CassetteMiss(
             f"{head}\n{body}", task_id=task_id, trial=trial, model=model_id, key=key

@@ -111,8 +111,50 @@ def _check(path: Path, file: _File) -> Iterator[str]:
                 ModelResponse.model_validate(e.response)
             except ValidationError as exc:
                 yield f"trial {e.trial} occurrence {e.occurrence}: {_first_error(exc)}"
+    if file.kind == "http":
+        yield from _check_http(file)
     if (secret := find_secret(file.model_dump(mode="json"))) is not None:
         yield f"{secret} looks like a secret (an API key or Authorization header): remove it"
+
+
+_BODIES = ("json", "events", "text")
+
+
+def _check_http(file: _File) -> Iterator[str]:
+    """A call captured at the HTTP client: `{"schema_version", "api", "model", "body"}`, and
+    each answer a status with one body."""
+    from trialkit.capture.calls import KEY_VERSION
+    from trialkit.capture.wire import recognise
+
+    request = file.request
+    if request.get("schema_version") != KEY_VERSION:
+        yield f"the request's schema_version is not {KEY_VERSION}"
+    api = request.get("api")
+    if not isinstance(api, str) or recognise("POST", f"/v1/{_PATHS.get(api, '-')}") != api:
+        yield f"the request's api {api!r} is none of {', '.join(sorted(_PATHS))}"
+    if not isinstance(request.get("body"), dict):
+        yield "the request has no body object"
+    for e in file.responses:
+        where = f"trial {e.trial} occurrence {e.occurrence}"
+        answer = e.response or {}
+        status = answer.get("status")
+        if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+            yield f"{where}: status {status!r} is not an HTTP status"
+        bodies = [name for name in _BODIES if name in answer]
+        if len(bodies) != 1:
+            yield f"{where}: needs exactly one of {', '.join(_BODIES)}, has {bodies or 'none'}"
+        elif bodies == ["events"] and not (
+            isinstance(answer["events"], list) and all(isinstance(x, str) for x in answer["events"])
+        ):
+            yield f"{where}: events must be a list of strings (one SSE event each)"
+
+
+_PATHS = {
+    "chat": "chat/completions",
+    "responses": "responses",
+    "messages": "messages",
+    "embeddings": "embeddings",
+}
 
 
 def prune_cassette(root: str | Path, *, dry_run: bool) -> list[Path]:

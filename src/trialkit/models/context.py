@@ -31,6 +31,11 @@ class ModelSettings:
     """`--model` / `TRIALKIT_MODEL`: the model when neither the task nor the suite names one."""
     judge_model: str | None = None
     """`--judge-model`: the model judges use when they name none."""
+    capture: bool = True
+    """Capture the model calls the agent makes with its own SDK clients (at `httpx` /
+    `httpx2`): `--no-capture` / `Runner(capture=False)` turns it off."""
+    offline: bool = False
+    """`--offline`: refuse every request of a trial to a host that is not this machine."""
     run_calls: list[ModelCall] = field(default_factory=list)
     """Model calls made for the run but for no one trial (a judge's negative controls), so
     their tokens and cost can still be counted."""

@@ -13,6 +13,7 @@ import anyio
 import anyio.to_thread
 
 from trialkit._errors import cause, describe
+from trialkit.capture.scope import own_calls
 from trialkit.models.base import (
     ErrorKind,
     Model,
@@ -155,7 +156,7 @@ class ManagedModel(Model):
         return response
 
     async def _timed(self, request: ModelRequest, policy: RetryPolicy) -> ModelResponse:
-        with anyio.move_on_after(policy.timeout):
+        with anyio.move_on_after(policy.timeout), own_calls():  # recorded here, not twice
             return await self.inner.generate(request)
         raise TimeoutError(f"no answer within {policy.timeout:g} s")
 

@@ -1,0 +1,308 @@
+"""The hook: `send` of `httpx` and `httpx2` clients, wrapped once for the whole process.
+
+The official SDKs (openai, anthropic) and the frameworks on them send through `httpx2`; litellm
+through `httpx`. A wrap of `Client.send` and `AsyncClient.send` on the classes sees every
+request of both, sync or async, streamed or not, from clients made before the wrap as well as
+after (a wrap at the transport would miss litellm's async path). Outside a trial, and for
+requests that are no model call, the wrap costs one context-variable lookup and passes the
+request on untouched.
+
+A streamed answer reaches the caller chunk by chunk as it arrives: the hook tees the response's
+byte stream (a subclass of the library's own stream class, which `close()` expects) and
+decides at the stream's end, or when the caller closes it, what the call was.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import importlib
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+from trialkit.capture import wire
+from trialkit.capture.calls import SSE, CapturedCall
+from trialkit.capture.scope import Scope, active, carry_into_threads, check_offline
+from trialkit.models.cassette import CassetteMiss
+from trialkit.transcript import mark_outside_trials
+
+MODULES = ("httpx", "httpx2")
+_MARK = "_trialkit_capture"
+_lock = threading.Lock()
+
+
+def install() -> list[str]:
+    """Wrap the clients of every HTTP module importable here (idempotent); returns their
+    names. Called when a run starts, from the run's own context."""
+    mark_outside_trials()
+    carry_into_threads()
+    wrapped = []
+    with _lock:
+        for name in MODULES:
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                continue
+            _wrap(module)
+            wrapped.append(name)
+    return wrapped
+
+
+def _wrap(module: ModuleType) -> None:
+    client, async_client = module.Client, module.AsyncClient
+    if getattr(client.send, _MARK, False):
+        return
+    send, asend = client.send, async_client.send
+    streams = _Streams(module)
+
+    @functools.wraps(send)
+    def captured_send(self: Any, request: Any, **kwargs: Any) -> Any:
+        scope = active()
+        if scope is None:
+            return send(self, request, **kwargs)
+        call, answer = _start(scope, request)
+        if answer is not None:
+            response = streams.replay(request, answer, sync=True)
+            if not kwargs.get("stream", False):
+                response.read()
+            return response
+        if call is None:
+            return send(self, request, **kwargs)
+        try:
+            response = send(self, request, **kwargs)
+        except BaseException as exc:
+            call.broke(exc)
+            raise
+        return _watch(call, response, streams, sync=True)
+
+    @functools.wraps(asend)
+    async def captured_asend(self: Any, request: Any, **kwargs: Any) -> Any:
+        scope = active()
+        if scope is None:
+            return await asend(self, request, **kwargs)
+        call, answer = _start(scope, request)
+        if answer is not None:
+            response = streams.replay(request, answer, sync=False)
+            if not kwargs.get("stream", False):
+                await response.aread()
+            return response
+        if call is None:
+            return await asend(self, request, **kwargs)
+        try:
+            response = await asend(self, request, **kwargs)
+        except BaseException as exc:
+            call.broke(exc)
+            raise
+        return _watch(call, response, streams, sync=False)
+
+    setattr(captured_send, _MARK, True)
+    setattr(captured_asend, _MARK, True)
+    client.send = captured_send
+    async_client.send = captured_asend
+
+
+def _start(scope: Scope, request: Any) -> tuple[CapturedCall | None, dict[str, Any] | None]:
+    """The captured call for `request` (`None`: let it pass untouched) and the answer to give
+    without sending it: a recording, or the refusal of `--offline` or of a replay miss."""
+    url = request.url
+    method = request.method
+    where = f"{url.scheme}://{url.netloc.decode('ascii', 'replace').rpartition('@')[2]}{url.path}"
+    refusal = check_offline(scope, method, where, url.host)
+    api = wire.recognise(method, url.path)
+    if refusal is not None:
+        return None, refused(api, 403, str(refusal))
+    if scope.own or api is None or not scope.settings.capture:
+        return None, None
+    try:
+        body = json.loads(request.content)
+    except (ValueError, AttributeError, TypeError):  # a streaming upload, or no JSON: not ours
+        return None, None
+    if not isinstance(body, dict) or wire.model_of(body) is None:
+        return None, None
+    call = CapturedCall(scope, api, method, where, body)
+    try:
+        return call, call.replayed()
+    except CassetteMiss as miss:
+        return call, refused(api, 404, str(miss))
+
+
+def refused(api: wire.Api | None, status: int, message: str) -> dict[str, Any]:
+    """An error answer made here, in the API's own error format, that SDKs do not retry
+    (`x-should-retry: false`): the trial's error says what happened, whatever the SDK makes
+    of it."""
+    first = message.splitlines()[0]
+    if api == "messages":
+        error = {"type": "error", "error": {"type": "trialkit_refused", "message": first}}
+    else:
+        error = {"error": {"message": first, "type": "trialkit_refused", "code": None}}
+    return {"status": status, "content_type": "application/json", "json": error, "refused": True}
+
+
+def _watch(call: CapturedCall, response: Any, streams: _Streams, *, sync: bool) -> Any:
+    """Let the live answer through, seeing its body as the caller reads it."""
+    call.begin(response.status_code, response.headers.get("content-type", ""))
+    if hasattr(response, "_content"):  # read already (`send(stream=False)`)
+        call.feed(response.content)
+        call.finish(ended=True)
+        return response
+    decoder = streams.decoder(response.headers.get("content-encoding", ""))
+    response.stream = streams.tee(response.stream, call, decoder, sync=sync)
+    return response
+
+
+class _Streams:
+    """The byte-stream classes of one HTTP module: tees of live answers, replayed answers."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module = module
+        self.sync_tee, self.async_tee = _tee_classes(module)
+        self.sync_replay, self.async_replay = _replay_classes(module)
+        decoders = getattr(getattr(module, "_decoders", None), "SUPPORTED_DECODERS", {})
+        self._decoders: dict[str, Callable[[], Any]] = dict(decoders)
+
+    def tee(self, inner: Any, call: CapturedCall, decoder: Any, *, sync: bool) -> Any:
+        return (self.sync_tee if sync else self.async_tee)(inner, call, decoder)
+
+    def decoder(self, encoding: str) -> Any:
+        """A decoder for a content-encoded body (gzip, br...): recordings hold plain text."""
+        codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
+        codings = [c for c in codings if c != "identity"]
+        if not codings:
+            return None
+        if len(codings) > 1 or codings[0] not in self._decoders:
+            return False  # cannot be decoded here: the call is kept without its body
+        return self._decoders[codings[0]]()
+
+    def replay(self, request: Any, answer: dict[str, Any], *, sync: bool) -> Any:
+        """A response made from a recorded answer; no connection is opened."""
+        if "events" in answer:
+            chunks = [event.encode("utf-8") for event in answer["events"]]
+            content_type = SSE
+        elif "json" in answer:
+            chunks = [json.dumps(answer["json"], ensure_ascii=False).encode("utf-8")]
+            content_type = answer.get("content_type") or "application/json"
+        else:
+            chunks = [str(answer.get("text", "")).encode("utf-8")]
+            content_type = answer.get("content_type") or "text/plain"
+        stream = (self.sync_replay if sync else self.async_replay)(chunks)
+        headers = [("content-type", content_type)]
+        if answer.get("refused"):
+            headers.append(("x-should-retry", "false"))
+        response = self.module.Response(
+            status_code=int(answer.get("status") or 200),
+            headers=headers,
+            stream=stream,
+            request=request,
+        )
+        response.elapsed = datetime.timedelta(0)
+        return response
+
+
+def _tee_classes(module: ModuleType) -> tuple[type, type]:
+    class SyncTee(module.SyncByteStream):  # type: ignore[misc, name-defined]
+        """The live answer's bytes, passed on as they come and shown to the call."""
+
+        def __init__(self, inner: Any, call: CapturedCall, decoder: Any) -> None:
+            self._inner, self._call, self._decoder = inner, call, decoder
+
+        @property
+        def elapsed(self) -> Any:  # httpx2 reads the response's time from its stream
+            return getattr(self._inner, "elapsed", None)
+
+        def __iter__(self) -> Iterator[bytes]:
+            try:
+                for chunk in self._inner:
+                    _feed(self._call, self._decoder, chunk)
+                    yield chunk
+            except GeneratorExit:
+                raise
+            except BaseException as exc:
+                self._call.broke(exc)
+                raise
+            _flush(self._call, self._decoder)
+            self._call.finish(ended=True)
+
+        def close(self) -> None:
+            try:
+                self._inner.close()
+            finally:
+                self._call.finish(ended=False)
+
+    class AsyncTee(module.AsyncByteStream):  # type: ignore[misc, name-defined]
+        """`SyncTee` for async clients."""
+
+        def __init__(self, inner: Any, call: CapturedCall, decoder: Any) -> None:
+            self._inner, self._call, self._decoder = inner, call, decoder
+
+        @property
+        def elapsed(self) -> Any:
+            return getattr(self._inner, "elapsed", None)
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            try:
+                async for chunk in self._inner:
+                    _feed(self._call, self._decoder, chunk)
+                    yield chunk
+            except GeneratorExit:
+                raise
+            except BaseException as exc:
+                self._call.broke(exc)
+                raise
+            _flush(self._call, self._decoder)
+            self._call.finish(ended=True)
+
+        async def aclose(self) -> None:
+            try:
+                await self._inner.aclose()
+            finally:
+                self._call.finish(ended=False)
+
+    return SyncTee, AsyncTee
+
+
+def _feed(call: CapturedCall, decoder: Any, chunk: bytes) -> None:
+    if decoder is None:
+        call.feed(chunk)
+    elif decoder is not False:
+        call.feed(decoder.decode(chunk))
+
+
+def _flush(call: CapturedCall, decoder: Any) -> None:
+    if decoder not in (None, False):
+        call.feed(decoder.flush())
+
+
+def _replay_classes(module: ModuleType) -> tuple[type, type]:
+    class SyncReplay(module.SyncByteStream):  # type: ignore[misc, name-defined]
+        """A recorded answer's bytes, chunk by chunk (one SSE event a chunk)."""
+
+        elapsed = datetime.timedelta(0)
+
+        def __init__(self, chunks: list[bytes]) -> None:
+            self._chunks = chunks
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self._chunks
+
+        def close(self) -> None:
+            pass
+
+    class AsyncReplay(module.AsyncByteStream):  # type: ignore[misc, name-defined]
+        """`SyncReplay` for async clients."""
+
+        elapsed = datetime.timedelta(0)
+
+        def __init__(self, chunks: list[bytes]) -> None:
+            self._chunks = chunks
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for chunk in self._chunks:
+                yield chunk
+
+        async def aclose(self) -> None:
+            pass
+
+    return SyncReplay, AsyncReplay

@@ -1,0 +1,366 @@
+"""Model calls an agent makes with its own SDK client land in the trial's transcript and go
+through the cassette: the real `openai` SDK against the fake provider on loopback."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from pathlib import Path
+
+import httpx2
+import openai
+import pytest
+
+from tests.capture.helpers import KEY, errors, run_trials
+from tests.fakes.provider_server import Fail, ProviderServer, Reply
+from trialkit import Suite, Task, graders
+from trialkit.environments.workspace import Workspace
+from trialkit.harness.base import TrialContext
+from trialkit.models import get_model
+from trialkit.models.cassette import CacheMode, Cassette
+
+BASE = {"url": ""}
+"""The fake server's OpenAI base URL for the agents below (set by each test)."""
+
+IMPORT_TIME_CLIENT = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key=KEY, max_retries=0)
+"""A client made when the module is imported, before any run wraps anything."""
+
+
+def ask(client: openai.OpenAI, prompt: str) -> str:
+    answer = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}]
+    )
+    return answer.choices[0].message.content or ""
+
+
+def sync_agent(prompt: str) -> str:
+    """An agent as it runs in production: its own client, two model calls."""
+    client = openai.OpenAI(base_url=BASE["url"], api_key=KEY, max_retries=0)
+    first = ask(client, prompt)
+    second = ask(client, f"again: {prompt}")
+    client.close()
+    return f"{first} / {second}"
+
+
+SHARED: dict[str, openai.AsyncOpenAI] = {}
+
+
+async def async_agent(prompt: str) -> str:
+    """Every trial on one shared async client, so trials' calls interleave on it."""
+    client = SHARED.setdefault(
+        "client", openai.AsyncOpenAI(base_url=BASE["url"], api_key=KEY, max_retries=0)
+    )
+    answer = await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}]
+    )
+    return answer.choices[0].message.content or ""
+
+
+def suite(harness: object, *prompts: str, trials: int = 2, **extra: object) -> Suite:
+    return Suite(
+        id="capture",
+        kind="capability",
+        trials=trials,
+        harness=harness,
+        tasks=[
+            Task(id=f"t{i}", input=prompt, graders=[graders.contains(prompt)])
+            for i, prompt in enumerate(prompts)
+        ],
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_calls_of_an_unmodified_agent_are_recorded_then_replayed_offline(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    cassette = tmp_path / "cassette"
+    report, trials, _ = run_trials(
+        suite(sync_agent, "Paris", "Rome", trials=3),
+        cassette=Cassette(cassette, CacheMode.RECORD),
+    )
+    assert errors(trials) == []
+    assert report.summary.passed_tasks == 2
+    for trial in trials:
+        calls = trial.transcript.model_calls
+        assert len(calls) == 2
+        for call in calls:
+            assert call.model == "openai/gpt-4o-mini"
+            assert call.endpoint == f"POST {provider_server.openai_base_url}/chat/completions"
+            assert call.status == 200
+            assert call.role == "agent"
+            assert call.response is not None and call.response["message"]["content"]
+            assert call.usage.input_tokens > 0 and call.usage.output_tokens > 0
+            assert call.cost_usd is not None and call.cost_usd > 0
+            assert not call.replayed
+        assert trial.usage.total_tokens == sum(c.usage.total_tokens for c in calls)
+        assert trial.cost_usd == pytest.approx(sum(c.cost_usd or 0 for c in calls))
+    assert report.summary.cost_usd is not None and report.summary.cost_usd > 0
+    files = sorted(cassette.glob("openai__gpt-4o-mini/*/*.json"))
+    assert len(files) == 4  # two tasks x two distinct requests; trials are entries inside
+    recorded = provider_server.request_count
+    provider_server.stop()
+
+    again, replayed, _ = run_trials(
+        suite(sync_agent, "Paris", "Rome", trials=3),
+        cassette=Cassette(cassette, CacheMode.REPLAY),
+        offline=True,
+    )
+    assert errors(replayed) == []
+    assert [t.outcome.output for t in replayed] == [t.outcome.output for t in trials]
+    assert [t.verdict for t in replayed] == [t.verdict for t in trials]
+    assert all(c.replayed for t in replayed for c in t.transcript.model_calls)
+    assert [t.usage for t in replayed] == [t.usage for t in trials]
+    assert again.summary.cost_usd == pytest.approx(report.summary.cost_usd)
+    assert provider_server.request_count == recorded
+
+
+def test_a_replay_miss_is_the_trials_error_naming_task_trial_endpoint_and_model(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    cassette = Cassette(tmp_path, CacheMode.RECORD)
+    run_trials(suite(sync_agent, "Paris", trials=1), cassette=cassette)
+    provider_server.stop()
+
+    _, trials, _ = run_trials(
+        suite(sync_agent, "Paris!", trials=1), cassette=Cassette(tmp_path, CacheMode.REPLAY)
+    )
+    (trial,) = trials
+    assert trial.verdict == "error"
+    assert trial.error is not None
+    assert trial.error.type == "CassetteMiss"
+    message = trial.error.message
+    assert "task 't0', trial 0, model openai/gpt-4o-mini" in message
+    assert "/chat/completions" in message
+    assert '"content": "Paris"' in message and '"content": "Paris!"' in message  # the diff
+    assert "Connection error" not in message
+
+
+def test_interleaved_trials_on_one_client_are_attributed_to_their_own_trials(
+    provider_server: ProviderServer,
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    SHARED.clear()
+    prompts = [f"city {n}" for n in range(6)]
+    _, trials, _ = run_trials(
+        suite(async_agent, *prompts, trials=2),
+        concurrency=12,
+        after=lambda: SHARED.pop("client").close(),
+    )
+    assert errors(trials) == []
+    for trial in trials:
+        (call,) = trial.transcript.model_calls
+        prompt = prompts[int(trial.task_id[1:])]
+        assert call.request["messages"] == [{"role": "user", "content": prompt}]
+
+
+def threaded_agent(prompt: str) -> str:
+    """Calls from a plain thread and from an executor's worker, as some agents do."""
+    client = openai.OpenAI(base_url=BASE["url"], api_key=KEY, max_retries=0)
+    found: list[str] = []
+    thread = threading.Thread(target=lambda: found.append(ask(client, f"{prompt} (thread)")))
+    thread.start()
+    thread.join(10)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        found.append(pool.submit(ask, client, f"{prompt} (pool)").result(10))
+    client.close()
+    return " ".join(found)
+
+
+def test_calls_from_threads_the_agent_starts_are_the_trials(
+    provider_server: ProviderServer,
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    _, trials, _ = run_trials(suite(threaded_agent, "Oslo", "Bern", trials=2), concurrency=4)
+    assert errors(trials) == []
+    for trial in trials:
+        prompt = trial.outcome.output.split(" ")[0]  # type: ignore[union-attr]
+        contents = sorted(c.request["messages"][0]["content"] for c in trial.transcript.model_calls)
+        assert contents == [f"{prompt} (pool)", f"{prompt} (thread)"]
+
+
+def test_calls_outside_any_trial_are_never_attributed_to_one(
+    provider_server: ProviderServer,
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    stop = threading.Event()
+    client = openai.OpenAI(base_url=BASE["url"], api_key=KEY, max_retries=0)
+
+    def background() -> None:  # like a trace exporter: started before the run, runs during it
+        for _ in range(200):
+            if stop.wait(0.01):
+                return
+            ask(client, "background")
+
+    exporter = threading.Thread(target=background, daemon=True)
+    exporter.start()
+    try:
+        _, trials, _ = run_trials(suite(sync_agent, "Lima", trials=3), concurrency=3)
+    finally:
+        stop.set()
+        exporter.join(10)
+        client.close()
+    assert errors(trials) == []
+    for trial in trials:
+        contents = [c.request["messages"][0]["content"] for c in trial.transcript.model_calls]
+        assert contents == ["Lima", "again: Lima"]
+
+
+def import_time_agent(prompt: str) -> str:
+    IMPORT_TIME_CLIENT.base_url = BASE["url"]  # type: ignore[assignment]
+    return ask(IMPORT_TIME_CLIENT, prompt)
+
+
+def test_a_client_made_at_import_time_is_captured(provider_server: ProviderServer) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    _, trials, _ = run_trials(suite(import_time_agent, "Quito", trials=1))
+    assert errors(trials) == []
+    assert len(trials[0].transcript.model_calls) == 1
+
+
+def test_calls_through_trialkits_own_models_are_not_counted_twice(
+    provider_server: ProviderServer,
+) -> None:
+    model = get_model("openai/gpt-4o-mini", base_url=provider_server.openai_base_url, api_key=KEY)
+    chat = Suite(
+        id="chat",
+        trials=2,
+        model=model,
+        tasks=[Task(id="t", input="Paris", graders=[graders.contains("paris")])],
+    )
+    _, trials, _ = run_trials(chat)
+    assert errors(trials) == []
+    for trial in trials:
+        (call,) = trial.transcript.model_calls
+        assert call.endpoint is None  # recorded by the model layer, not by the hook
+
+
+def test_capture_off_records_nothing_and_a_record_run_says_so(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    folder = tmp_path / "cassette"
+    _, trials, runner = run_trials(
+        suite(sync_agent, "Paris", trials=1),
+        capture=False,
+        cassette=Cassette(folder, CacheMode.RECORD),
+    )
+    assert errors(trials) == []
+    assert trials[0].transcript.model_calls == []
+    assert not folder.exists()
+    (notice,) = runner.notices
+    assert "recorded nothing" in notice and "--no-capture" in notice
+
+
+def other_endpoint_agent(prompt: str) -> str:
+    with httpx2.Client() as client:
+        listing = client.get(f"{BASE['url']}/models")
+        posted = client.post(f"{BASE['url']}/files", json={"model": "not-a-call"})
+    return f"{prompt} {listing.status_code} {posted.status_code}"
+
+
+def test_requests_to_other_endpoints_pass_untouched_and_unrecorded(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    _, trials, _ = run_trials(
+        suite(other_endpoint_agent, "Paris", trials=1),
+        cassette=Cassette(tmp_path, CacheMode.REPLAY),
+    )
+    assert errors(trials) == []
+    assert trials[0].transcript.model_calls == []
+    assert trials[0].outcome.output == "Paris 404 404"  # the server's own answers, in replay
+    assert [r.path for r in provider_server.requests] == ["/v1/files"]  # it logs only POSTs
+
+
+def far_agent(prompt: str) -> str:
+    client = openai.OpenAI(base_url="http://192.0.2.10:9/v1", api_key=KEY, max_retries=3)
+    try:
+        return ask(client, prompt)
+    except openai.APIError as exc:  # an agent that swallows the error must not pass for it
+        return f"{prompt}: {exc}"
+
+
+def test_offline_refuses_a_request_off_this_machine_without_sending_it() -> None:
+    started = time.perf_counter()
+    _, trials, _ = run_trials(suite(far_agent, "Paris", trials=1), offline=True)
+    (trial,) = trials
+    assert trial.verdict == "error"
+    assert trial.error is not None and trial.error.type == "OfflineRefused"
+    assert "192.0.2.10" in trial.error.message and "task 't0'" in trial.error.message
+    assert time.perf_counter() - started < 5  # refused at once: no connection, no SDK retries
+
+
+def test_retries_the_sdk_makes_are_counted_on_the_call(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+
+    def retrying_agent(prompt: str) -> str:
+        client = openai.OpenAI(base_url=BASE["url"], api_key=KEY, max_retries=2)
+        client._client.timeout = httpx2.Timeout(5)
+        try:
+            return ask(client, prompt)
+        finally:
+            client.close()
+
+    provider_server.script(Fail(429, retry_after=0), Fail(503, retry_after=0), Reply("Paris"))
+    _, trials, _ = run_trials(
+        suite(retrying_agent, "Paris", trials=1), cassette=Cassette(tmp_path, CacheMode.RECORD)
+    )
+    assert errors(trials) == []
+    (call,) = trials[0].transcript.model_calls
+    assert (call.retries, call.status, call.error) == (2, 200, None)
+    provider_server.stop()
+    _, replayed, _ = run_trials(
+        suite(retrying_agent, "Paris", trials=1), cassette=Cassette(tmp_path, CacheMode.REPLAY)
+    )
+    assert errors(replayed) == []  # the failed attempts were not recorded: occurrence 0 is
+    assert replayed[0].outcome.output == "Paris"
+
+
+def workspace_agent(prompt: str, ctx: TrialContext) -> str:
+    client = openai.OpenAI(base_url=BASE["url"], api_key=KEY, max_retries=0)
+    try:
+        return ask(client, f"{prompt} in {ctx.world.path}")
+    finally:
+        client.close()
+
+
+def test_the_workspace_path_is_normalised_in_keys_and_mapped_back_in_answers(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    folder = tmp_path / "cassette"
+    spaced = suite(workspace_agent, "Paris", trials=2, environment=Workspace())
+    _, recorded, _ = run_trials(spaced, cassette=Cassette(folder, CacheMode.RECORD))
+    assert errors(recorded) == []
+    text = "".join(p.read_text() for p in folder.rglob("*.json"))
+    assert "{{trialkit.workspace}}" in text
+    assert not any(str(t.outcome.output).split(" in ")[1] in text for t in recorded)
+    provider_server.stop()
+
+    _, replayed, _ = run_trials(spaced, cassette=Cassette(folder, CacheMode.REPLAY))
+    assert errors(replayed) == []
+    for trial in replayed:  # the echo names this trial's own folder, not the recorded one
+        assert "{{" not in str(trial.outcome.output)
+        assert str(trial.outcome.output).startswith("Paris in /")
+    assert {t.outcome.output for t in replayed}.isdisjoint({t.outcome.output for t in recorded})
+
+
+def test_no_key_reaches_the_cassette_or_the_transcript(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    _, trials, _ = run_trials(
+        suite(sync_agent, "Paris", trials=2), cassette=Cassette(tmp_path, CacheMode.RECORD)
+    )
+    assert provider_server.last_request.api_key == KEY  # it was sent: the check is real
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(), path
+            assert "authorization" not in path.read_text().lower(), path
+    for trial in trials:
+        assert KEY not in trial.model_dump_json()
