@@ -4,6 +4,7 @@ through the cassette: the real `openai` SDK against the fake provider on loopbac
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import threading
 import time
 from pathlib import Path
@@ -13,12 +14,13 @@ import openai
 import pytest
 
 from tests.capture.helpers import KEY, errors, run_trials
-from tests.fakes.provider_server import Fail, ProviderServer, Reply
+from tests.fakes.provider_server import Fail, ProviderServer, Reply, RoundTrip
 from trialkit import Suite, Task, graders
 from trialkit.environments.workspace import Workspace
 from trialkit.harness.base import TrialContext
 from trialkit.models import get_model
 from trialkit.models.cassette import CacheMode, Cassette
+from trialkit.trial import Trial
 
 BASE = {"url": ""}
 """The fake server's OpenAI base URL for the agents below (set by each test)."""
@@ -364,3 +366,78 @@ def test_no_key_reaches_the_cassette_or_the_transcript(
             assert "authorization" not in path.read_text().lower(), path
     for trial in trials:
         assert KEY not in trial.model_dump_json()
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def tool_agent(prompt: str) -> str:
+    """A hand-written tool loop on the SDK: the model asks for the tool, the agent runs it."""
+    client = openai.OpenAI(base_url=BASE["url"], api_key=KEY, max_retries=0)
+    messages: list[dict[str, object]] = [{"role": "user", "content": prompt}]
+    try:
+        for _ in range(3):
+            answer = client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=messages,  # type: ignore[arg-type]
+                tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            )
+            message = answer.choices[0].message
+            if not message.tool_calls:
+                return message.content or ""
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                city = json.loads(call.function.arguments)["city"]  # type: ignore[union-attr]
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": f"sunny in {city}"}
+                )
+    finally:
+        client.close()
+    return "no answer"
+
+
+def test_the_tools_the_model_asked_for_are_in_the_transcript_with_their_results(
+    tmp_path: Path,
+) -> None:
+    with ProviderServer(default=RoundTrip()) as server:
+        BASE["url"] = server.openai_base_url
+        graded = Suite(
+            id="tools",
+            trials=2,
+            harness=tool_agent,
+            tasks=[
+                Task(
+                    id="weather",
+                    input="Oslo",
+                    graders=[graders.tool_called("get_weather", {"city": "Oslo"})],
+                )
+            ],
+        )
+        report, trials, _ = run_trials(graded, cassette=Cassette(tmp_path, CacheMode.RECORD))
+    assert errors(trials) == [] and report.summary.passed_tasks == 1
+    for trial in trials:
+        (call,) = trial.transcript.tool_calls
+        assert (call.name, call.arguments, call.result) == (
+            "get_weather",
+            {"city": "Oslo"},
+            "sunny in Oslo",
+        )
+        assert len(trial.transcript.model_calls) == 2
+        assert trial.outcome.output == "The tool answered: sunny in Oslo"
+    _, replayed, _ = run_trials(graded, cassette=Cassette(tmp_path, CacheMode.REPLAY))
+    assert [t.verdict for t in replayed] == ["pass", "pass"]
+
+    def seen(trial: Trial) -> list[tuple[str, str, dict[str, object], str | None]]:
+        return [(c.id, c.name, c.arguments, c.result) for c in trial.transcript.tool_calls]
+
+    assert [seen(t) for t in replayed] == [seen(t) for t in trials]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,8 @@ class CapturedCall:
             "body": keyed,
         }
         self.key = key_of(self.request)
+        if scope.role == "agent":
+            _pair_tool_results(recorder, api, body)
         self.trial = recorder.trial_index
         self.occurrence = recorder.next_occurrence(self.key)
         self.streamed = wire.wants_stream(body)
@@ -213,6 +216,8 @@ class CapturedCall:
                 call.response = redact_data(response.model_dump(mode="json"))
                 call.usage = response.usage
                 call.cost_usd = cost_of(self.model_id, response.usage)
+                if self.scope.role == "agent":
+                    _add_tools_and_reasoning(recorder, response)
                 if call.status is not None and call.status >= 400:
                     call.error = redact(wire.error_text(self.api, call.status, answer.get("json")))
         if error is not None:
@@ -265,6 +270,62 @@ class _Held:
     error: str
     status: int | None
     started: float
+
+
+def _add_tools_and_reasoning(recorder: TranscriptRecorder, response: ModelResponse) -> None:
+    """The tool calls the model asked for (their results come with a later request) and the
+    reasoning it showed: the transcript of an unmodified agent has them too."""
+    for tool_call in response.tool_calls:
+        if recorder.transcript.tool_call(tool_call.id) is None:
+            recorder.add_tool_call(tool_call.model_copy(update={"started_at": recorder.elapsed()}))
+    for thought in response.reasoning:
+        recorder.add_reasoning(thought)
+
+
+def _pair_tool_results(recorder: TranscriptRecorder, api: wire.Api, body: dict[str, Any]) -> None:
+    """Tool results the agent sends back to the model, paired with the calls they answer."""
+    for call_id, result, is_error in _tool_results(api, body):
+        known = recorder.transcript.tool_call(call_id)
+        if known is not None and known.result is None:
+            known.result = redact(result)
+            known.is_error = is_error
+            if known.started_at is not None:
+                known.duration_s = max(0.0, recorder.elapsed() - known.started_at)
+
+
+def _tool_results(api: wire.Api, body: dict[str, Any]) -> Iterator[tuple[str, str, bool]]:
+    if api == "chat":
+        for message in body.get("messages") or ():
+            if isinstance(message, dict) and message.get("role") == "tool":
+                call_id = message.get("tool_call_id")
+                if isinstance(call_id, str):
+                    yield call_id, _text_of(message.get("content")), False
+    elif api == "responses":
+        items = body.get("input")
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and str(item.get("type", "")).endswith("_call_output"):
+                call_id = item.get("call_id")
+                if isinstance(call_id, str):
+                    yield call_id, _text_of(item.get("output")), False
+    elif api == "messages":
+        for message in body.get("messages") or ():
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    call_id = block.get("tool_use_id")
+                    if isinstance(call_id, str):
+                        is_error = block.get("is_error") is True
+                        yield call_id, _text_of(block.get("content")), is_error
+
+
+def _text_of(content: Any) -> str:
+    """A tool result's text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
 
 
 def _response_of(api: wire.Api, answer: dict[str, Any]) -> ModelResponse:
