@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trialkit._record import clean_text
+from trialkit.capture.views import api_of, request_view
 from trialkit.score import Score
 from trialkit.transcript import Message, ModelCall, ToolCall, Transcript
 from trialkit.trial import Trial
@@ -208,17 +209,21 @@ def _model_name(model_id: str) -> str:
 
 
 def _chat_plan(call: ModelCall, start: float, end: float, include_content: bool) -> SpanPlan:
-    request = call.request
+    request_messages, config = request_view(call)  # a captured call's body, in the same terms
     response = call.response or {}
     model = _model_name(call.model)
+    embeddings = api_of(call) == "embeddings"
     attributes: Attributes = {
-        "gen_ai.operation.name": "chat",
+        "gen_ai.operation.name": "embeddings" if embeddings else "chat",
         "gen_ai.provider.name": provider_name(call.model),
         "gen_ai.request.model": model,
         "trialkit.model_call.role": call.role,
         "trialkit.turn": call.turn,
     }
-    config = request.get("config") or {}
+    if call.endpoint is not None:
+        attributes["url.full"] = call.endpoint.partition(" ")[2]
+        if call.status is not None:
+            attributes["http.response.status_code"] = call.status
     for key, name in _REQUEST_SETTINGS.items():
         value = config.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -246,8 +251,7 @@ def _chat_plan(call: ModelCall, start: float, end: float, include_content: bool)
         attributes["error.type"] = error_type.strip() or "_OTHER"
         error = call.error
     if include_content:
-        messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
-        system, inputs = _input_messages(messages)
+        system, inputs = _input_messages(request_messages)
         if system:
             attributes["gen_ai.system_instructions"] = _json(system)
         if inputs:
@@ -255,7 +259,7 @@ def _chat_plan(call: ModelCall, start: float, end: float, include_content: bool)
         if response.get("message"):
             attributes["gen_ai.output.messages"] = _json([_output_message(response)])
     return SpanPlan(
-        name=f"chat {model}",
+        name=f"{'embeddings' if embeddings else 'chat'} {model}",
         kind="client",
         start_s=start,
         end_s=end,

@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from trialkit.capture.views import request_view
 from trialkit.exporters.base import Exporter
 from trialkit.secrets import redact_json
 from trialkit.transcript import Message, ModelCall, ToolCall, Transcript
@@ -313,7 +314,7 @@ def _message(message: Message, turn: int, content: bool) -> dict[str, Any]:
 
 def _model_call(call: ModelCall, content: bool) -> dict[str, Any]:
     response = call.response or {}
-    request_messages = call.request.get("messages") or []
+    request_messages, _ = request_view(call)  # a captured call's body, in the same terms
     event: dict[str, Any] = {
         "type": "model_call",
         "turn": call.turn,
@@ -330,6 +331,9 @@ def _model_call(call: ModelCall, content: bool) -> dict[str, Any]:
         "error": call.error,
         "request_messages": len(request_messages),
     }
+    if call.endpoint is not None:
+        event["endpoint"] = call.endpoint
+        event["status"] = call.status
     if content:
         event["request"] = call.request
         event["response"] = call.response

@@ -329,6 +329,9 @@ def _usage(usage: Usage) -> str:
 
 def _model_call(call: ModelCall) -> Text:
     parts = [call.model, call.role, _usage(call.usage)]
+    if call.endpoint is not None:  # made by the agent's own SDK client, captured
+        status = f" → {call.status}" if call.status is not None else ""
+        parts.insert(1, f"{call.endpoint}{status}")
     if call.latency_s is not None:
         parts.append(f.seconds(call.latency_s))
     if call.cost_usd is not None:
