@@ -20,9 +20,10 @@ from trialkit.environments.workspace import Workspace
 from trialkit.harness.base import TrialContext
 from trialkit.models import get_model
 from trialkit.models.cassette import CacheMode, Cassette
+from trialkit.store import Store
 from trialkit.trial import Trial
 
-BASE = {"url": ""}
+BASE = {"url": "", "anthropic": ""}
 """The fake server's OpenAI base URL for the agents below (set by each test)."""
 
 IMPORT_TIME_CLIENT = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key=KEY, max_retries=0)
@@ -352,18 +353,30 @@ def test_the_workspace_path_is_normalised_in_keys_and_mapped_back_in_answers(
     assert {t.outcome.output for t in replayed}.isdisjoint({t.outcome.output for t in recorded})
 
 
-def test_no_key_reaches_the_cassette_or_the_transcript(
+def test_no_key_reaches_the_cassette_the_store_or_the_reports(
     provider_server: ProviderServer, tmp_path: Path
 ) -> None:
     BASE["url"] = provider_server.openai_base_url
-    _, trials, _ = run_trials(
-        suite(sync_agent, "Paris", trials=2), cassette=Cassette(tmp_path, CacheMode.RECORD)
-    )
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        report, trials, _ = run_trials(
+            suite(sync_agent, "Paris", trials=2),
+            cassette=Cassette(tmp_path / "cassette", CacheMode.RECORD),
+            store=store,
+        )
+    finally:
+        store.close()
     assert provider_server.last_request.api_key == KEY  # it was sent: the check is real
+    (tmp_path / "report.json").write_text(report.to_json())
+    (tmp_path / "report.html").write_text(report.to_html())
+    scanned = 0
     for path in tmp_path.rglob("*"):
         if path.is_file():
-            assert KEY not in path.read_text(), path
-            assert "authorization" not in path.read_text().lower(), path
+            data = path.read_bytes()
+            assert KEY.encode() not in data, path
+            assert b"authorization" not in data.lower(), path
+            scanned += 1
+    assert scanned >= 5  # recordings, the store (and its WAL), the reports
     for trial in trials:
         assert KEY not in trial.model_dump_json()
 
@@ -441,3 +454,60 @@ def test_the_tools_the_model_asked_for_are_in_the_transcript_with_their_results(
         return [(c.id, c.name, c.arguments, c.result) for c in trial.transcript.tool_calls]
 
     assert [seen(t) for t in replayed] == [seen(t) for t in trials]
+
+
+def embedding_agent(prompt: str) -> str:
+    client = openai.OpenAI(base_url=BASE["url"], api_key=KEY, max_retries=0)
+    try:
+        vectors = client.embeddings.create(model="text-embedding-3-small", input=[prompt, "x"])
+    finally:
+        client.close()
+    return f"{prompt}: {len(vectors.data)} vectors"
+
+
+def test_embeddings_are_captured_for_their_usage(provider_server: ProviderServer) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    _, trials, _ = run_trials(suite(embedding_agent, "Paris", trials=1))
+    assert errors(trials) == []
+    (call,) = trials[0].transcript.model_calls
+    assert call.model == "openai/text-embedding-3-small"
+    assert call.usage.input_tokens > 0 and call.usage.output_tokens == 0
+    assert call.cost_usd is not None
+
+
+def beta_agent(prompt: str) -> str:
+    """Posts to /v1/messages?beta=true, as Claude Code does."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=BASE["anthropic"], api_key=KEY, max_retries=0)
+    try:
+        answer = client.beta.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=50,
+            messages=[{"role": "user", "content": prompt}],
+            metadata={"user_id": f"session-{time.monotonic_ns()}"},  # differs every run
+            extra_query={"beta": "true"},
+        )
+    finally:
+        client.close()
+    return "".join(block.text for block in answer.content if block.type == "text")
+
+
+def test_anthropic_beta_requests_are_captured_and_a_per_run_user_id_still_replays(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["anthropic"] = provider_server.anthropic_base_url
+    _, trials, _ = run_trials(
+        suite(beta_agent, "Paris", trials=2), cassette=Cassette(tmp_path, CacheMode.RECORD)
+    )
+    assert errors(trials) == []
+    assert provider_server.last_request.query == "beta=true"
+    (call,) = trials[0].transcript.model_calls
+    assert call.model == "anthropic/claude-sonnet-4-5" and "?" not in (call.endpoint or "")
+    assert "metadata" not in call.request  # metadata.user_id is volatile: not in the key
+    provider_server.stop()
+    _, replayed, _ = run_trials(
+        suite(beta_agent, "Paris", trials=2), cassette=Cassette(tmp_path, CacheMode.REPLAY)
+    )
+    assert errors(replayed) == []
+    assert [t.outcome.output for t in replayed] == [t.outcome.output for t in trials]

@@ -222,6 +222,8 @@ class CapturedCall:
                     call.error = redact(wire.error_text(self.api, call.status, answer.get("json")))
         if error is not None:
             call.error = redact(str(error))
+            if answer is None and self._status == 0:
+                call.cost_usd = 0.0  # no answer came: nothing was billed
         recorder.add_model_call(call)
 
     def _record(self, answer: dict[str, Any]) -> None:
@@ -254,6 +256,7 @@ def flush_held(recorder: TranscriptRecorder) -> None:
                 status=last.status,
                 retries=len(attempts) - 1,
                 error=redact(last.error),
+                cost_usd=0.0,  # no answer came: nothing was billed
                 latency_s=time.perf_counter() - attempts[0].started,
             )
         )
