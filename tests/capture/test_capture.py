@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -511,3 +513,19 @@ def test_anthropic_beta_requests_are_captured_and_a_per_run_user_id_still_replay
     )
     assert errors(replayed) == []
     assert [t.outcome.output for t in replayed] == [t.outcome.output for t in trials]
+
+
+def test_an_http_module_imported_after_the_run_started_is_wrapped_too() -> None:
+    code = (
+        "import sys, trialkit.capture.hook as hook\n"
+        "hook.install()\n"
+        "assert 'httpx2' not in sys.modules  # nothing is loaded for nothing\n"
+        "import httpx2\n"
+        "assert httpx2.Client.send._trialkit_capture\n"
+        "assert httpx2.AsyncClient.send._trialkit_capture\n"
+        "hook.install()  # idempotent: one finder, one wrap\n"
+        "assert sum(type(f).__name__ == '_WrapOnImport' for f in sys.meta_path) == 1\n"
+        "assert not hasattr(httpx2.Client.send.__wrapped__, '_trialkit_capture')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import datetime
 import functools
-import importlib
+import importlib.abc
+import importlib.machinery
 import json
+import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -34,21 +36,50 @@ _MARK = "_trialkit_capture"
 _lock = threading.Lock()
 
 
-def install() -> list[str]:
-    """Wrap the clients of every HTTP module importable here (idempotent); returns their
-    names. Called when a run starts, from the run's own context."""
+def install() -> None:
+    """Wrap the clients of `httpx` and `httpx2` (idempotent): now for a module imported
+    already, else as soon as it is imported (so a module nobody uses is never loaded for
+    nothing). Called when a run starts, from the run's own context."""
     mark_outside_trials()
     carry_into_threads()
-    wrapped = []
     with _lock:
         for name in MODULES:
-            try:
-                module = importlib.import_module(name)
-            except ImportError:
+            module = sys.modules.get(name)
+            if module is not None:
+                _wrap(module)
+        if not any(isinstance(finder, _WrapOnImport) for finder in sys.meta_path):
+            sys.meta_path.insert(0, _WrapOnImport())
+
+
+class _WrapOnImport(importlib.abc.MetaPathFinder):
+    """Wraps `httpx` / `httpx2` right after they are first imported."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MODULES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
                 continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _WrappingLoader(spec.loader)
+                return spec
+        return None
+
+
+class _WrappingLoader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.inner.exec_module(module)
+        with _lock:
             _wrap(module)
-            wrapped.append(name)
-    return wrapped
 
 
 def _wrap(module: ModuleType) -> None:
