@@ -472,7 +472,7 @@ class Runner:
         if settings.capture or settings.offline:
             from trialkit.capture.hook import install
 
-            install()
+            install(offline=settings.offline)
         stored = create is None
         running = False
         broken: Exception | None = None  # trialkit's own machinery failed mid-run: exit 4

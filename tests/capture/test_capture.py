@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -529,3 +530,36 @@ def test_an_http_module_imported_after_the_run_started_is_wrapped_too() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def raw_socket_agent(prompt: str) -> str:
+    """No HTTP client trialkit wraps: the standard library, straight to another host."""
+    import urllib.request
+
+    seen = []
+    for attempt in (
+        lambda: urllib.request.urlopen("http://192.0.2.10:9/v1/chat/completions", timeout=2),
+        lambda: socket.create_connection(("192.0.2.11", 9), timeout=2),
+        lambda: socket.getaddrinfo("example.invalid", 80),
+    ):
+        try:
+            attempt()
+        except OSError as exc:  # an agent that shrugs it off must still not pass
+            seen.append(type(exc).__name__)
+    return f"{prompt} {seen}"
+
+
+def test_offline_refuses_any_library_connecting_elsewhere(
+    provider_server: ProviderServer,
+) -> None:
+    started = time.perf_counter()
+    _, trials, _ = run_trials(suite(raw_socket_agent, "Paris", trials=1), offline=True)
+    (trial,) = trials
+    assert trial.verdict == "error"
+    assert trial.error is not None and trial.error.type == "OfflineRefused"
+    assert "192.0.2.10" in trial.error.message
+    assert time.perf_counter() - started < 5
+    # a connection to this machine stays allowed
+    BASE["url"] = provider_server.openai_base_url
+    _, fine, _ = run_trials(suite(sync_agent, "Paris", trials=1), offline=True)
+    assert errors(fine) == []

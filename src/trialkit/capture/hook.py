@@ -27,7 +27,13 @@ from typing import Any
 
 from trialkit.capture import wire
 from trialkit.capture.calls import SSE, CapturedCall
-from trialkit.capture.scope import Scope, active, carry_into_threads, check_offline
+from trialkit.capture.scope import (
+    Scope,
+    active,
+    carry_into_threads,
+    check_offline,
+    guard_sockets,
+)
 from trialkit.models.cassette import CassetteMiss
 from trialkit.transcript import mark_outside_trials
 
@@ -36,12 +42,15 @@ _MARK = "_trialkit_capture"
 _lock = threading.Lock()
 
 
-def install() -> None:
+def install(*, offline: bool = False) -> None:
     """Wrap the clients of `httpx` and `httpx2` (idempotent): now for a module imported
     already, else as soon as it is imported (so a module nobody uses is never loaded for
-    nothing). Called when a run starts, from the run's own context."""
+    nothing). Called when a run starts, from the run's own context; `offline` also guards
+    every socket of a trial (`scope.guard_sockets`)."""
     mark_outside_trials()
     carry_into_threads()
+    if offline:
+        guard_sockets()
     with _lock:
         for name in MODULES:
             module = sys.modules.get(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -95,6 +96,45 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+# -- --offline below HTTP: every socket a trial opens ----------------------------------------
+
+_guarded = False
+
+
+def guard_sockets() -> None:
+    """Refuse, under `--offline`, a trial's connection or name lookup of another host made by
+    any library (`requests`, `urllib`, `aiohttp`, raw sockets), not only by HTTP clients
+    trialkit wraps: an audit hook on `socket.connect` and `socket.getaddrinfo` (idempotent;
+    it costs a string comparison per audited event, and nothing outside `--offline` trials)."""
+    global _guarded
+    with _install_lock:
+        if _guarded:
+            return
+        _guarded = True
+        sys.addaudithook(_audit)
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event == "socket.connect":
+        address = args[1]
+        if not (isinstance(address, tuple) and address and isinstance(address[0], str)):
+            return  # a Unix socket, or another family: stays on this machine
+        host = address[0]
+    elif event == "socket.getaddrinfo":
+        host = args[0]
+        if not isinstance(host, str | bytes) or not host:
+            return
+        host = host.decode("ascii", "replace") if isinstance(host, bytes) else host
+    else:
+        return
+    scope = active()
+    if scope is None or is_loopback(host):
+        return
+    refusal = check_offline(scope, "connect", host, host)
+    if refusal is not None:
+        raise refusal
 
 
 # -- carrying the scope into threads ---------------------------------------------------------

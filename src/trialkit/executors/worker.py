@@ -116,7 +116,7 @@ class _Worker:
         if self.settings.capture or self.settings.offline:
             from trialkit.capture.hook import install
 
-            install()
+            install(offline=self.settings.offline)
         self.run_id: str = setup["run_id"]
 
     async def run(self, request: dict[str, Any], channel: _Channel) -> None:
