@@ -326,9 +326,10 @@ class Runner:
 
     def _cache_config(self) -> dict[str, Any]:
         cassette = self.settings.cassette
+        network = {"capture": self.settings.capture, "offline": self.settings.offline}
         if cassette is None:
-            return {"mode": "live"}
-        return {"mode": cassette.mode.value, "folder": str(cassette.root)}
+            return {"mode": "live", **network}
+        return {"mode": cassette.mode.value, "folder": str(cassette.root), **network}
 
     def _adaptive_config(self) -> dict[str, Any]:
         if self.adaptive is None:

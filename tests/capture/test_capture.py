@@ -563,3 +563,38 @@ def test_offline_refuses_any_library_connecting_elsewhere(
     BASE["url"] = provider_server.openai_base_url
     _, fine, _ = run_trials(suite(sync_agent, "Paris", trials=1), offline=True)
     assert errors(fine) == []
+
+
+def provider_host_agent(prompt: str) -> str:
+    """The same agent, configured for its real provider's host, as it is in production."""
+    client = openai.OpenAI(base_url="https://api.openai.com/v1", api_key=KEY, max_retries=0)
+    try:
+        first = ask(client, prompt)
+        return f"{first} / {ask(client, f'again: {prompt}')}"
+    finally:
+        client.close()
+
+
+def test_offline_lets_a_replay_answer_requests_for_another_host(
+    provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    BASE["url"] = provider_server.openai_base_url
+    _, recorded, _ = run_trials(
+        suite(sync_agent, "Paris", trials=2), cassette=Cassette(tmp_path, CacheMode.RECORD)
+    )
+    _, replayed, _ = run_trials(
+        suite(provider_host_agent, "Paris", trials=2),
+        cassette=Cassette(tmp_path, CacheMode.REPLAY),
+        offline=True,
+    )
+    assert errors(replayed) == []  # answered here: nothing would leave, nothing is refused
+    assert [t.outcome.output for t in replayed] == [t.outcome.output for t in recorded]
+    _, auto, _ = run_trials(
+        suite(provider_host_agent, "Rome", trials=1),
+        cassette=Cassette(tmp_path, CacheMode.AUTO),
+        offline=True,
+    )
+    assert auto[0].error is not None and auto[0].error.type == "OfflineRefused"
+    assert "api.openai.com" in auto[0].error.message
+    (call,) = auto[0].transcript.model_calls  # the refused call, in the transcript
+    assert call.error is not None and "--offline refused" in call.error

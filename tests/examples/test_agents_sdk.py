@@ -36,10 +36,8 @@ def trialkit(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
         for name, value in os.environ.items()
         if not name.startswith(("OPENAI_", "TRIALKIT_")) and name != "WEATHER_AGENT_MODEL"
     }
-    # No key, and the SDK pointed at a port of this machine where nothing listens: a request
-    # that got past the cassette could not be answered. (--offline also refuses replayed
-    # requests addressed to api.openai.com, the SDK's default; see the example's README.)
-    env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
+    # No key, no base URL: the SDK addresses api.openai.com, as in production; the cassette
+    # answers, and --offline would refuse anything that got past it.
     return subprocess.run(
         [sys.executable, "-m", "trialkit", *args, "--store", str(folder / "store.db")],
         cwd=folder,
@@ -110,6 +108,6 @@ def test_a_replay_that_finds_no_recording_is_a_cassette_miss_not_a_connection_er
     for error in errors:
         assert error["type"] == "CassetteMiss"
         assert "replay found no recording for task" in error["message"]
-        endpoint = "model openai/gpt-4.1-mini at POST http://127.0.0.1:9/v1/responses"
+        endpoint = "model openai/gpt-4.1-mini at POST https://api.openai.com/v1/responses"
         assert endpoint in error["message"]
         assert "Connection error" not in error["message"]

@@ -153,6 +153,11 @@ class CapturedCall:
         self._note(answer, replayed=False)
         self._record(answer)
 
+    def refused(self, exc: BaseException) -> None:
+        """The request was never sent (`--offline`): a failed call in the transcript."""
+        self.done = True
+        self._note(None, replayed=False, error=exc)
+
     def broke(self, exc: BaseException) -> None:
         """The request or its answer's body failed (a connection error, a timeout)."""
         if self.done:

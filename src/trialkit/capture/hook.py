@@ -146,27 +146,46 @@ def _wrap(module: ModuleType) -> None:
 
 def _start(scope: Scope, request: Any) -> tuple[CapturedCall | None, dict[str, Any] | None]:
     """The captured call for `request` (`None`: let it pass untouched) and the answer to give
-    without sending it: a recording, or the refusal of `--offline` or of a replay miss."""
+    without sending it: a recording, or the refusal of a replay miss or of `--offline` (which
+    only refuses what would leave: a recorded answer sends nothing)."""
     url = request.url
     method = request.method
     where = f"{url.scheme}://{url.netloc.decode('ascii', 'replace').rpartition('@')[2]}{url.path}"
-    refusal = check_offline(scope, method, where, url.host)
     api = wire.recognise(method, url.path)
+    call = _capture(scope, api, method, where, request)
+    if call is not None:
+        try:
+            answer = call.replayed()
+        except CassetteMiss as miss:
+            return call, refused(api, MISS_STATUS, str(miss))
+        if answer is not None:
+            return call, answer
+    refusal = check_offline(scope, method, where, url.host)
     if refusal is not None:
-        return None, refused(api, 403, str(refusal))
+        if call is not None:
+            call.refused(refusal)
+        return None, refused(api, OFFLINE_STATUS, str(refusal))
+    return call, None
+
+
+MISS_STATUS = 400
+"""The status of the answer to a replay miss: one that SDKs and frameworks do not read as
+"no such model" (404) or "rate limited" (429), and, with `x-should-retry: false`, retry."""
+OFFLINE_STATUS = 403
+
+
+def _capture(
+    scope: Scope, api: wire.Api | None, method: str, where: str, request: Any
+) -> CapturedCall | None:
     if scope.own or api is None or not scope.settings.capture:
-        return None, None
+        return None
     try:
         body = json.loads(request.content)
     except (ValueError, AttributeError, TypeError):  # a streaming upload, or no JSON: not ours
-        return None, None
+        return None
     if not isinstance(body, dict) or wire.model_of(body) is None:
-        return None, None
-    call = CapturedCall(scope, api, method, where, body)
-    try:
-        return call, call.replayed()
-    except CassetteMiss as miss:
-        return call, refused(api, 404, str(miss))
+        return None
+    return CapturedCall(scope, api, method, where, body)
 
 
 def refused(api: wire.Api | None, status: int, message: str) -> dict[str, Any]:
