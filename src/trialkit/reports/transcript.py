@@ -200,7 +200,13 @@ def _header(trial: Trial, run_name: str | None) -> list[RenderableType]:
     )
     if trial.status is not TrialStatus.COMPLETED:
         title.append(f" · status {trial.status.value}", style="yellow")
-    facts = [f"model {trial.model}" if trial.model else "no model under test"]
+    seen = sorted({c.model for c in trial.transcript.model_calls if c.role == "agent"})
+    if trial.model:
+        facts = [f"model {trial.model}"]
+    elif seen:  # the agent's own calls, through trialkit's models or captured
+        facts = [f"the agent called {', '.join(seen)}"]
+    else:
+        facts = ["no model under test"]
     if trial.expect == "failure":
         facts.append("expects failure")
     facts.append(f"started {trial.started_at.isoformat(timespec='seconds')}")
