@@ -122,6 +122,7 @@ def test_exports_carry_captured_calls(
     calls = [e for t in events for e in t.get("events", []) if e.get("type") == "model_call"]
     assert [c["request_messages"] for c in calls] == [1, 3]  # user; user, assistant, tool
     assert all(c["status"] == 200 and c["endpoint"].startswith("POST ") for c in calls)
+    assert KEY not in path.read_text() and KEY not in repr(spans)  # the key was sent, not kept
 
 
 def test_cache_commands_understand_captured_recordings(
