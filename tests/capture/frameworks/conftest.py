@@ -1,0 +1,8 @@
+"""Silence the frameworks' own background traffic before any of them is imported (see agents.py)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
