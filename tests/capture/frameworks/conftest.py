@@ -1,4 +1,4 @@
-"""Silence the frameworks' own background traffic before any of them is imported (see agents.py)."""
+"""Silence the frameworks' own background traffic before they are imported (see weather_agents.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each agent of `agents.py`, run directly (no trialkit) against the fake provider server.
+"""Each agent of `weather_agents.py`, run directly (no trialkit) against the fake provider server.
 
 The fake answers every agent with `RoundTrip`: a call of `get_weather`, then a text that
 quotes its result. The tests pin what each framework sends (which endpoint, streamed or not,
@@ -18,7 +18,7 @@ import httpx
 import httpx2
 import pytest
 
-from tests.capture.frameworks import agents
+from tests.capture.frameworks import weather_agents as agents
 from tests.fakes.provider_server import ProviderServer, RecordedRequest, RoundTrip
 from tests.fakes.provider_wire import Api, tool_results
 
