@@ -1,4 +1,4 @@
-"""Silence the frameworks' own background traffic before they are imported (see weather_agents.py)."""
+"""Silence the frameworks' background traffic before they are imported (see weather_agents.py)."""
 
 from __future__ import annotations
 
