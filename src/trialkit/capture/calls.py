@@ -150,8 +150,17 @@ class CapturedCall:
                 answer["text"] = body.decode("utf-8", "replace")
         if self._retried():
             return
-        self._note(answer, replayed=False)
+        self._note(answer, replayed=False, assembled=self._read_as_recorded(ended, body))
         self._record(answer)
+
+    def _read_as_recorded(self, ended: bool, body: bytes) -> wire.StreamAssembler | None:
+        """The live stream's assembler, when what it read is what reading the recorded events
+        again gives (a whole stream, its lines ended by LF alone): the transcript then needs no
+        second parse of every event. `None` otherwise, or for an answer not streamed."""
+        assembler = self._assembler
+        if assembler is None or not (ended and assembler.complete) or b"\r" in body:
+            return None
+        return assembler
 
     def refused(self, exc: BaseException) -> None:
         """The request was never sent (`--offline`): a failed call in the transcript."""
@@ -196,8 +205,9 @@ class CapturedCall:
         *,
         replayed: bool,
         error: BaseException | None = None,
+        assembled: wire.StreamAssembler | None = None,
     ) -> None:
-        """Add the call to the trial's transcript."""
+        """Add the call to the trial's transcript (`assembled`: the answer, read already)."""
         recorder = self.scope.recorder
         held = recorder.held_attempts.pop(self.key, [])
         started = held[0].started if held else self.started
@@ -214,7 +224,7 @@ class CapturedCall:
         if answer is not None:
             call.status = answer.get("status")
             try:
-                response = _response_of(self.api, answer)
+                response = assembled.result() if assembled else _response_of(self.api, answer)
             except wire.WireError as exc:
                 call.error = redact(f"{self.model_id}: an answer the API does not give: {exc}")
             else:
