@@ -11,7 +11,7 @@ counted) answers every chat completion after L (50 ms), echoing the prompt. Ever
   tasks sharing a counter make 2,400 calls (after a warm-up), in `--sdk-runs` processes (3).
 
 and, taking turns in one other process, a batch of 300 calls (or a run of 300 trials) at a
-time, ABCDE then EDCBA, 8 batches of each (after a warm-up batch of each):
+time, ABCDE then EDCBA, 6 batches of each (after a warm-up batch of each):
 
 - **sdk, outside trials**: the same loop, with capture's hook installed; each call gets a
   fresh `TranscriptRecorder` that is not made current, so the hook passes the call through.
@@ -32,6 +32,11 @@ a share of the bare SDK's (the issue's target: capture adds at most 10 %). All o
 twice: for plain answers, and for streamed ones (`stream=True`, usage in the last chunk),
 where capture's tee sees every chunk.
 
+`--instructions` counts instead: each kind (and the bare SDK) runs under valgrind
+(`cachegrind`, no cache simulation) twice, 100 and 500 calls after a warm-up, and the
+difference over 400 is its user-space instructions per call. That is immune to the drift, and
+blind to the kernel's share of a call (sockets, polling), so its ratios are a little high.
+
 The parent also measures the CPU that other processes used during each child, and runs a
 child again (at most `--retries` times) while they took more than `--busy` cores; a child
 with no quiet attempt is marked `*`. Every child has a time limit, every loop a count, and
@@ -39,6 +44,7 @@ the server is always stopped. `benchmarks/replay.py` measures replay with the sa
 
     python benchmarks/capture_cpu.py                  # plain and streamed, about 4 minutes
     python benchmarks/capture_cpu.py --no-stream --batches 16
+    python benchmarks/capture_cpu.py --instructions   # the same kinds, counted by valgrind
     python benchmarks/capture_cpu.py --quick          # a smoke run, about half a minute
 
 Figures are reported in docs/performance.md; nothing here is asserted in tests.
@@ -49,12 +55,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +314,39 @@ def measure_turns(
     return found
 
 
+def measure_count(kind: str, calls: int, concurrency: int, stream: bool) -> None:
+    """What `--instructions` runs under valgrind: a warm-up of 100 calls (or a run of 100
+    trials), then `calls` more, of one kind; the parent subtracts two sizes' counts."""
+    import anyio
+
+    if not kind.startswith("sdk"):
+        with tempfile.TemporaryDirectory(prefix="trialkit-cassette-") as folder:
+            for size, name in ((TASKS, "warm-up"), (calls, "counted")):
+                cassette = (f"{folder}/{name}", "record") if kind == "trialkit+record" else None
+                _trialkit_run(size, concurrency, capture=kind != "trialkit", cassette=cassette)
+        return
+    in_trials = None if kind == "sdk" else kind == "sdk, in trials"
+
+    async def main() -> None:
+        client = _client()
+        try:
+            for size in (TASKS, calls):
+                await _sdk_calls(client, size, concurrency, stream, in_trials)
+        finally:
+            await client.close()
+
+    if in_trials is None:
+        anyio.run(main)
+        return
+    from trialkit._gc import fewer_collections
+    from trialkit.capture.hook import install
+    from trialkit.models.context import ModelSettings, use_settings
+
+    install()
+    with fewer_collections(), use_settings(ModelSettings(capture=True)):
+        anyio.run(main)
+
+
 # --- the parent -------------------------------------------------------------------------------
 
 
@@ -409,6 +451,61 @@ def _print_turns(stream: bool, sdk: list[dict[str, Any]], turns: dict[str, Any])
     print("  (the issue's target: capture adds at most +10%)")
 
 
+COUNT_SIZES = (100, 500)
+"""Calls (trials) counted after the warm-up, in two runs: the difference is 400 calls' worth."""
+VALGRIND = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+
+
+def _count(url: str, kind: str, calls: int, args: argparse.Namespace, stream: bool) -> int:
+    command = [*VALGRIND, sys.executable, *_ours("count", url, "--kind", kind)]
+    command += ["--batch", str(calls), "--concurrency", str(args.concurrency)]
+    command += ["--stream"] if stream else []
+    out = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=CHILD_TIMEOUT * 4,  # valgrind runs Python some 50 times slower
+        check=False,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+    if out.returncode != 0 or found is None:
+        raise SystemExit(f"the counted {kind} run failed:\n{out.stderr[-3000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def count_part(args: argparse.Namespace) -> None:
+    """User-space instructions per call, counted by valgrind: immune to the machine's drift,
+    blind to the kernel's share (sockets, polling), so a ratio here is a little high."""
+    streams = [False] if args.no_stream else [False, True]
+    kinds = ("sdk", *TURNS)
+    low, high = COUNT_SIZES
+    print(
+        f"instructions per call (valgrind, user space), C = {args.concurrency}: runs of "
+        f"{low} and {high} calls of each kind after 100, the difference over {high - low}; "
+        f"{os.cpu_count()} at a time"
+    )
+    jobs = [(stream, kind, size) for stream in streams for kind in kinds for size in COUNT_SIZES]
+    with fake_server(args.latency) as (url, _), ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        found = pool.map(lambda job: _count(url, job[1], job[2], args, job[0]), jobs)
+        counts = dict(zip(jobs, found, strict=True))
+    per_call = {
+        (stream, kind): (counts[stream, kind, high] - counts[stream, kind, low]) / (high - low)
+        for stream in streams
+        for kind in kinds
+    }
+    for stream in streams:
+        bare = per_call[stream, "sdk"]
+        print(f"{'streamed' if stream else 'plain'} answers")
+        for kind in kinds:
+            count = per_call[stream, kind]
+            print(f"{kind:>20} {count / 1e6:>7.3f} M {count / bare - 1:>+7.1%}")
+        for label, kind, base in PAIRS:
+            extra = per_call[stream, kind] - per_call[stream, base]
+            print(f"  {label:>26}: {extra / 1e6:+.3f} M = {extra / bare:+6.1%} of the bare SDK's")
+
+
 def add_shared_options(parser: argparse.ArgumentParser) -> None:
     """The options both capture benchmarks take (this one and `replay.py`)."""
     parser.add_argument("--concurrency", type=int, default=50)
@@ -430,18 +527,27 @@ def main() -> None:
     parser.add_argument(
         "--batch", type=int, help="calls (trials) in a batch, a multiple of 100 (300)"
     )
-    parser.add_argument("--batches", type=int, help="batches of each kind (8)")
+    parser.add_argument("--batches", type=int, help="batches of each kind (6)")
     parser.add_argument("--warm-up", type=int, help="calls of each kind before those (100)")
     parser.add_argument("--sdk-runs", type=int, default=3, help="processes of the bare SDK")
     parser.add_argument("--no-stream", action="store_true", help="skip the streamed calls")
     parser.add_argument("--quick", action="store_true", help="a smoke run (about half a minute)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions under valgrind instead (about 15 minutes)",
+    )
     parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--kind", help=argparse.SUPPRESS)
     add_shared_options(parser)
     args = parser.parse_args()
     if args.child:
         os.environ["CAPTURE_URL"] = args.url
         os.environ["CAPTURE_STREAM"] = str(int(args.stream))
         os.environ["CAPTURE_TASKS"] = str(TASKS)
+        if args.child == "count":
+            measure_count(args.kind, args.batch, args.concurrency, args.stream)
+            return
         if args.child == "sdk":
             row = measure_sdk(args.batch, args.concurrency, args.stream, args.warm_up)
         else:
@@ -450,14 +556,19 @@ def main() -> None:
             )
         print(json.dumps(row))
         return
-    batch, batches, warm_up = (100, 2, 100) if args.quick else (300, 8, 100)
+    batch, batches, warm_up = (100, 2, 100) if args.quick else (300, 6, 100)
     if args.quick:
         args.retries, args.sdk_runs = 0, 1
     batch, batches = args.batch or batch, args.batches or batches
+    warm_up = warm_up if args.warm_up is None else args.warm_up
     if batch % TASKS or warm_up % TASKS:
         parser.error(f"--batch and --warm-up: a multiple of {TASKS} (the suite's tasks)")
-    warm_up = warm_up if args.warm_up is None else args.warm_up
     banner()
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            parser.error("--instructions needs valgrind (apt-get install valgrind)")
+        count_part(args)
+        return
     cpu_part(args, batch, batches, warm_up)
     print(f"(* = other work on the machine took more than {args.busy:g} cores during that run)")
 
