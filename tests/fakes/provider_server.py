@@ -26,6 +26,7 @@ with ProviderServer() as server:
 `ProviderServer(default=RoundTrip())` answers agents without a script: a call of the first tool
 offered, then, once the conversation holds the tool's result, a text that quotes it; the
 answer is a pure function of the request, so concurrent trials get the same answers in any order.
+Any `Model` does the same (`coding_model.WritesFile` answers real coding agents).
 
 It records every request (path, query, lower-cased headers, body) and counts the TCP
 connections it accepts. One thread per connection, so hundreds of concurrent connections are
@@ -48,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tests.fakes import provider_streams as streams
 from tests.fakes import provider_wire as wire
@@ -70,6 +71,9 @@ class ToolUse:
     name: str
     arguments: Mapping[str, Any] | str = field(default_factory=dict)
     id: str | None = None
+    custom: bool = False
+    """A freeform custom tool call (Responses only: a `custom_tool_call` whose `input` is
+    `arguments`, e.g. Codex's `apply_patch`); the other APIs render a function/tool_use call."""
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,20 @@ def _argument_of_type(kind: Any, text: str) -> Any:
     return empty[kind] if isinstance(kind, str) and kind in empty else text
 
 
-Answer = Reply | Echo | RoundTrip
+@runtime_checkable
+class Model(Protocol):
+    """A behaviour whose reply is a pure function of the request, like `RoundTrip`.
+
+    Its answers get ids that are digests of the request and a fixed `created` time.
+    """
+
+    @property
+    def delay(self) -> float: ...
+
+    def reply_to(self, api: Api, request: dict[str, Any]) -> Reply: ...
+
+
+Answer = Reply | Echo | Model
 """The behaviours that answer with a model's reply (which `Cut` and `Hold` then shape)."""
 
 
@@ -225,7 +242,7 @@ class Hold:
     delay: float = 0.0
 
 
-Behaviour = Reply | Echo | RoundTrip | Fail | Drop | Raw | Cut | Hold
+Behaviour = Reply | Echo | Model | Fail | Drop | Raw | Cut | Hold
 
 
 def malformed() -> Raw:
@@ -625,7 +642,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _reply(api: Api, answer: Answer, request: dict[str, Any], n: int) -> tuple[Reply, str, int]:
     """The reply, the id part of the answer's ids and its `created` time."""
-    if isinstance(answer, RoundTrip):
+    if isinstance(answer, Model):
         return answer.reply_to(api, request), wire.digest(request), wire.CREATED
     reply = Reply(wire.last_user_text(api, request)) if isinstance(answer, Echo) else answer
     return reply, str(n), int(time.time())

@@ -162,6 +162,15 @@ def _item_events(emit: Callable[..., None], position: int, item: dict[str, Any])
             emit("response.function_call_arguments.delta", delta=delta, **ids)
         done = {"arguments": item["arguments"], "name": item["name"]}
         emit("response.function_call_arguments.done", **done, **ids)
+    elif item["type"] == "custom_tool_call":
+        emit(
+            "response.output_item.added",
+            item={**item, "status": "in_progress", "input": ""},
+            **at,
+        )
+        for delta in pieces(item["input"]):
+            emit("response.custom_tool_call_input.delta", delta=delta, **ids)
+        emit("response.custom_tool_call_input.done", input=item["input"], **ids)
     else:
         emit("response.output_item.added", item={**item, "summary": []}, **at)
     emit("response.output_item.done", item=item, **at)

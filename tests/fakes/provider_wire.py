@@ -82,7 +82,8 @@ def tool_results(api: Api, request: dict[str, Any]) -> list[str]:
         return [text_of(m.get("content")) for m in messages if m.get("role") == "tool"]
     if api == "responses":
         items = _dicts(request.get("input"))
-        return [text_of(i.get("output")) for i in items if i.get("type") == "function_call_output"]
+        outputs = ("function_call_output", "custom_tool_call_output")
+        return [text_of(i.get("output")) for i in items if i.get("type") in outputs]
     results = []
     for message in _dicts(request.get("messages")):
         if message.get("role") == "user" and isinstance(message.get("content"), list):
@@ -242,7 +243,7 @@ def anthropic_stop_reason(reply: Reply) -> str:
 
 
 def response_output(reply: Reply, ident: str) -> list[dict[str, Any]]:
-    """The output items of a Responses answer: reasoning, the message, the function calls."""
+    """The output items of a Responses answer: reasoning, the message, the tool calls."""
     items: list[dict[str, Any]] = []
     if reply.reasoning is not None:
         summary = [{"type": "summary_text", "text": reply.reasoning}]
@@ -258,11 +259,24 @@ def response_output(reply: Reply, ident: str) -> list[dict[str, Any]]:
             }
         )
     for index, call in enumerate(reply.tool_calls):
+        call_id = call.id or f"call_fake_{ident}_{index}"
+        if call.custom:
+            items.append(
+                {
+                    "type": "custom_tool_call",
+                    "id": f"ctc_fake_{ident}_{index}",
+                    "call_id": call_id,
+                    "name": call.name,
+                    "input": arguments_json(call.arguments),
+                    "status": "completed",
+                }
+            )
+            continue
         items.append(
             {
                 "type": "function_call",
                 "id": f"fc_fake_{ident}_{index}",
-                "call_id": call.id or f"call_fake_{ident}_{index}",
+                "call_id": call_id,
                 "name": call.name,
                 "arguments": arguments_json(call.arguments),
                 "status": "completed",
