@@ -290,6 +290,8 @@ def _record_reply(
             started_at=start,
             duration_s=recorder.elapsed() - start,
             cost_usd=reply.cost_usd,
+            reported_usage=reply.reported_usage,
+            reported_cost_usd=reply.reported_cost_usd,
         )
     )
 

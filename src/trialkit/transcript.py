@@ -141,6 +141,12 @@ class Turn(Record):
     cost_usd: float | None = None
     """What the agent reported its own model calls cost in this turn (`Reply.cost_usd`), for
     agents whose calls do not go through trialkit's model layer; `None` when it reported none."""
+    reported_usage: Usage | None = None
+    """What the agent said its own model calls used in this turn, when those calls were
+    captured (a command-line agent through the model proxy): kept for comparison, never
+    counted; the trial's usage comes from the captured calls."""
+    reported_cost_usd: float | None = None
+    """What the agent said this turn cost, beside the captured calls' price (not counted)."""
     probes: dict[str, Any] = Field(default_factory=dict)
     """What each of the task's probes answered right after this turn (as JSON values)."""
     probe_errors: dict[str, str] = Field(default_factory=dict)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -275,6 +276,9 @@ def test_json_output_in_a_workspace_with_the_trial_environment() -> None:
     assert told["argv"] == ["--output-format", "json", "env"]
     # what the agent got on top of the environment trialkit itself runs in
     added = {k: v for k, v in told["env"].items() if os.environ.get(k) != v}
+    proxy = re.compile(r"http://127\.0\.0\.1:\d+/trialkit/[\w-]{24}/")
+    assert proxy.match(added.pop("TRIALKIT_ANTHROPIC_BASE_URL", ""))  # the model proxy's URLs
+    assert proxy.match(added.pop("TRIALKIT_OPENAI_BASE_URL", ""))
     assert added == {
         "FAKE_COLOUR": "blue",
         "TRIALKIT_WORKSPACE": workspace,

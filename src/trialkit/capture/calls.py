@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trialkit.capture import wire
+from trialkit.capture._joined import join_split_values
 from trialkit.capture.scope import Scope
 from trialkit.models.base import ModelResponse, key_of
 from trialkit.models.cassette import CacheMode, Cassette
@@ -246,7 +247,12 @@ class CapturedCall:
         if cassette is None or cassette.mode not in (CacheMode.RECORD, CacheMode.AUTO):
             return
         subs = self.scope.recorder.substitutions
-        kept = _swap(answer, subs, to_placeholder=True) if subs else answer
+        kept = answer
+        if subs:
+            if "events" in answer:  # a value split across deltas is in no one event
+                values = [real for real, _ in subs]
+                kept = {**answer, "events": join_split_values(self.api, answer["events"], values)}
+            kept = _swap(kept, subs, to_placeholder=True)
         try:
             cassette.record_http(
                 self.model_id, self.request, kept, trial=self.trial, occurrence=self.occurrence

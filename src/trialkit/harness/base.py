@@ -52,6 +52,11 @@ class Reply(Record):
     """What the agent's own model calls cost in this turn, in US dollars, for agents whose
     calls do not go through trialkit's model layer (those are priced automatically; do not
     report them twice). Added to the trial's `cost_usd`; `None` adds nothing."""
+    reported_usage: Usage | None = None
+    """What the agent said its model calls used, when trialkit captured those calls itself:
+    kept on the turn for comparison, never counted (the captured calls are)."""
+    reported_cost_usd: float | None = Field(default=None, ge=0.0)
+    """What the agent said the turn cost, when its calls were captured: kept, not counted."""
     state: dict[str, Any] = Field(default_factory=dict)
     """Facts about the world the agent wants graders to see (merged into the outcome)."""
 

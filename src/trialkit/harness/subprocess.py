@@ -58,23 +58,37 @@ import signal
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from trialkit._record import clean_text
 from trialkit.harness._agent_output import AgentOutputError, Answer, Events, OutputFormat, interpret
+from trialkit.harness._presets import claude_code_agent, codex_agent
 from trialkit.harness._process import MAX_STDOUT_BYTES, AgentStartError, Finished, run_command
+from trialkit.harness._values import agent_values
 from trialkit.harness.base import Harness, Reply, Session, TrialContext
 from trialkit.harness.mcp import SERVER_NAME
 from trialkit.harness.tools import Tool
+from trialkit.models.context import current_settings
 from trialkit.transcript import Message, ToolCall, TranscriptRecorder, current_recorder
+
+if TYPE_CHECKING:
+    from trialkit.capture.proxy import ProxyTrial
 
 __all__ = ["AgentOutputError", "AgentStartError", "OutputFormat", "SubprocessAgent"]
 
 _MCP_PREFIX = f"mcp__{SERVER_NAME}__"
-_PLACEHOLDER = re.compile(r"\{(input|mcp_url|mcp_config|workspace|session_id)\}")
+_PLACEHOLDER = re.compile(
+    r"\{(input|mcp_url|mcp_config|workspace|session_id|anthropic_base_url|openai_base_url|home)\}"
+)
+_PROXY_PLACEHOLDERS = frozenset({"anthropic_base_url", "openai_base_url"})
+_FAMILIES = ("anthropic", "openai")
+_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+NO_KEY = "trialkit-no-key"
+"""The API key an agent gets when trialkit's environment has none (a replay needs none)."""
 
 
 class SubprocessAgent(Harness):
@@ -83,6 +97,12 @@ class SubprocessAgent(Harness):
     `command` is a list of arguments (a string is split like a shell would). `timeout` bounds
     each turn in seconds; without it the task's timeout bounds the trial. `tools` are served to
     the agent over MCP. `continue_args` are added to the command from the second turn on.
+    `proxy` (on by default) points the agent's model calls at trialkit's model proxy, which
+    records them; `upstream` is where the proxy sends them on, per family
+    (`{"anthropic": "https://...", "openai": "https://.../v1"}`, as the SDKs' `*_BASE_URL`
+    variables hold them). `home` gives each trial an empty home folder of its
+    own (`HOME`, and `{home}`), where `files` (name -> text, placeholders filled in) are
+    written before each turn.
     """
 
     def __init__(
@@ -96,6 +116,11 @@ class SubprocessAgent(Harness):
         stdin: bool = False,
         continue_args: Sequence[str] = (),
         cwd: str | Path | None = None,
+        proxy: bool = True,
+        upstream: Mapping[str, str] | None = None,
+        home: bool = False,
+        files: Mapping[str, str] | None = None,
+        name: str | None = None,
     ) -> None:
         if os.name != "posix":
             raise NotImplementedError("SubprocessAgent needs a POSIX system (process groups)")
@@ -117,19 +142,62 @@ class SubprocessAgent(Harness):
         self.stdin = stdin
         self.continue_args = list(continue_args)
         self.cwd = Path(cwd) if cwd is not None else None
-        self.name = os.path.basename(args[0])
-        used = {m for a in [*args, *self.continue_args] for m in _PLACEHOLDER.findall(a)}
+        self.name = name or os.path.basename(args[0])
+        self.proxy = proxy
+        self.upstreams = _upstreams(upstream)
+        self.home = home
+        self.files = dict(files or {})
+        for file_name in self.files:
+            if Path(file_name).is_absolute() or ".." in Path(file_name).parts:
+                raise ValueError(f"files: {file_name!r} must be a path inside the agent's home")
+        templates = [*args, *self.continue_args, *self.env.values(), *self.files.values()]
+        used = {m for a in templates for m in _PLACEHOLDER.findall(a)}
         if not self.tools and used & {"mcp_url", "mcp_config"}:
             raise ValueError("the command uses {mcp_url} or {mcp_config}, but no tools are served")
         if "session_id" in {m for a in args for m in _PLACEHOLDER.findall(a)}:
             raise ValueError("{session_id} belongs in continue_args: the first turn has none")
+        if not proxy and used & _PROXY_PLACEHOLDERS:
+            raise ValueError("the command uses the model proxy's URLs, but proxy=False")
+        if not home and (self.files or "home" in used):
+            raise ValueError("{home} and files= need home=True (a home folder per trial)")
         if self.tools:
             from trialkit.harness.mcp import require_mcp
 
             require_mcp()
+        self._proxy_pid = 0
+
+    claude_code = classmethod(claude_code_agent)
+    codex = classmethod(codex_agent)
 
     async def session(self, ctx: TrialContext) -> Session:
         return _CommandSession(self, ctx)
+
+    async def aclose(self) -> None:
+        if self._proxy_pid == os.getpid():
+            from trialkit.capture.proxy import shared_proxy
+
+            self._proxy_pid = 0
+            await anyio.to_thread.run_sync(shared_proxy().release)
+
+    def _open_proxy(self, recorder: TranscriptRecorder, env: Mapping[str, str]) -> ProxyTrial:
+        """This trial's way into the process's model proxy (started with the first trial)."""
+        from trialkit.capture.proxy import shared_proxy
+
+        proxy = shared_proxy()
+        if self._proxy_pid != os.getpid():
+            proxy.acquire()
+            self._proxy_pid = os.getpid()
+        upstreams = dict(self.upstreams)
+        for family in _FAMILIES:  # what the agent would have used: its env=, then trialkit's
+            given = self.env.get(_BASE_URL_ENV[family])
+            if family not in upstreams and given and not _PLACEHOLDER.search(given):
+                upstreams[family] = given
+        return proxy.open_trial(recorder, current_settings(), upstreams)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_proxy_pid"] = 0  # a copy in another process has not started that one's proxy
+        return state
 
 
 class _CommandSession(Session):
@@ -155,6 +223,14 @@ class _CommandSession(Session):
             private = Path(tempfile.mkdtemp(prefix="trialkit-mcp-"))  # mode 0700
             self._owned.append(private)
             self.mcp_config = private / "mcp.json"
+        self.home: Path | None = None
+        if agent.home:
+            self.home = Path(tempfile.mkdtemp(prefix="trialkit-home-"))  # mode 0700
+            self._owned.append(self.home)
+        self.proxy: ProxyTrial | None = None
+        if agent.proxy and self.recorder is not None:
+            self.proxy = agent._open_proxy(self.recorder, agent.env)
+            self._base_substitutions = list(self.recorder.substitutions)
 
     async def send(self, message: str | list[Message]) -> Reply:
         turn, self.turn = self.turn, self.turn + 1
@@ -170,21 +246,34 @@ class _CommandSession(Session):
         return reply
 
     async def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
         for path in self._owned:
             await anyio.to_thread.run_sync(shutil.rmtree, path, True)
 
     async def _run_turn(self, turn: int, text: str, url: str | None) -> Reply:
         if url is not None and self.mcp_config is not None:
             _write_private(self.mcp_config, _mcp_config(url))
+        env = self._env(turn, url)
+        self._normalise(env)
+        values = self._values(text, url)
+        if self.home is not None:
+            for file_name, template in self.agent.files.items():
+                target = self.home / file_name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _write_private(target, _fill(template, values))
+        calls_before = len(self.recorder.transcript.model_calls) if self.recorder else 0
         events = Events(MAX_STDOUT_BYTES)
         finished = await run_command(
-            self._argv(turn, text, url),
+            self._argv(turn, text, values),
             cwd=self.cwd,
-            env=self._env(turn, url),
+            env=env,
             stdin=text.encode() if self.agent.stdin else None,
             time_limit=self.agent.timeout,
             on_line=None if self.agent.output == "text" else lambda s: events.feed(s, self._now()),
         )
+        if self.proxy is not None:  # the agent may exit on the last byte of an answer
+            await anyio.to_thread.run_sync(self.proxy.settle)
         try:
             answer = interpret(self.agent.output, finished.stdout, events)
         except AgentOutputError:
@@ -192,45 +281,88 @@ class _CommandSession(Session):
                 raise
             answer = Answer()  # it failed before it could print what it promised
         self.session_id = answer.session_id or self.session_id
-        return self._reply(answer, finished, served=url is not None)
+        captured = self._captured_since(calls_before)
+        return self._reply(answer, finished, served=url is not None, captured=captured)
 
     def _now(self) -> float | None:
         return self.recorder.elapsed() if self.recorder is not None else None
 
-    def _argv(self, turn: int, text: str, url: str | None) -> list[str]:
-        args = [*self.agent.command, *(self.agent.continue_args if turn > 0 else [])]
-        values = {
+    def _values(self, text: str, url: str | None) -> dict[str, str]:
+        return {
             "input": text,
             "mcp_url": url or "",
             "mcp_config": str(self.mcp_config or ""),
             "workspace": str(self.cwd),
             "session_id": self.session_id or "",
+            "anthropic_base_url": self.proxy.anthropic_base_url if self.proxy else "",
+            "openai_base_url": self.proxy.openai_base_url if self.proxy else "",
+            "home": str(self.home or ""),
         }
+
+    def _argv(self, turn: int, text: str, values: dict[str, str]) -> list[str]:
+        args = [*self.agent.command, *(self.agent.continue_args if turn > 0 else [])]
         if self.session_id is None and any("{session_id}" in a for a in args):
             raise AgentOutputError(
                 f"turn {turn} needs {{session_id}}, but the agent's output so far reported none"
             )
-        argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in args]
+        argv = [_fill(a, values) for a in args]
         if not self.agent.stdin and not any("{input}" in a for a in args):
             argv.append(text)
         return argv
 
     def _env(self, turn: int, url: str | None) -> dict[str, str]:
-        env = {**os.environ, **self.agent.env}
+        env = {**os.environ}
+        values = self._values("", url)
+        env.update({key: _fill(value, values) for key, value in self.agent.env.items()})
         env.update(
             TRIALKIT_WORKSPACE=str(self.cwd),
             TRIALKIT_TASK_ID=self.ctx.task.id,
             TRIALKIT_TRIAL=str(self.ctx.trial_index),
             TRIALKIT_TURN=str(turn),
         )
+        loopback = url is not None
         if url is not None:
             env["TRIALKIT_MCP_URL"] = url
-            for key in ("NO_PROXY", "no_proxy"):  # a proxy must not intercept the loopback URL
+        if self.home is not None:
+            env["HOME"] = str(self.home)
+        if self.proxy is not None:
+            loopback = True
+            for family in _FAMILIES:
+                base = values[f"{family}_base_url"]
+                env[_BASE_URL_ENV[family]] = base
+                env[f"TRIALKIT_{_BASE_URL_ENV[family]}"] = base
+                if not env.get(_KEY_ENV[family]):
+                    env[_KEY_ENV[family]] = NO_KEY  # the agent starts; a replay needs no key
+        if loopback:
+            for key in ("NO_PROXY", "no_proxy"):  # a proxy must not intercept loopback URLs
                 env[key] = ",".join(filter(None, [env.get(key), "127.0.0.1", "localhost"]))
         return env
 
-    def _reply(self, answer: Answer, finished: Finished, *, served: bool) -> Reply:
+    def _normalise(self, env: Mapping[str, str]) -> None:
+        """This trial's values that a replay elsewhere or another day sees differently, as
+        placeholders in cassette keys and recordings (`trialkit.harness._values`)."""
+        if self.proxy is None or self.recorder is None:
+            return
+        found = agent_values(self.cwd, self.home, env.get("TZ"))
+        pairs = {*self._base_substitutions, *found}
+        self.recorder.substitutions = sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)
+
+    def _captured_since(self, count: int) -> bool:
+        """Whether the proxy recorded model calls of the agent in this turn."""
+        if self.proxy is None or self.recorder is None:
+            return False
+        calls = self.recorder.transcript.model_calls[count:]
+        return any(call.role == "agent" and call.endpoint is not None for call in calls)
+
+    def _reply(self, answer: Answer, finished: Finished, *, served: bool, captured: bool) -> Reply:
         calls = [c for c in answer.calls if not (served and c.name.startswith(_MCP_PREFIX))]
+        reasoning = answer.reasoning
+        if captured:
+            # The model's own tool calls and reasoning came through the proxy already: what
+            # the agent printed about them would count them twice.
+            calls, reasoning = [], []
+            if served and self.recorder is not None:
+                _drop_served_twins(self.recorder)
         error = answer.error if answer.is_error else None
         if finished.returncode != 0:
             reason = _exit_reason(finished.returncode)
@@ -249,10 +381,39 @@ class _CommandSession(Session):
             error=clean_text(error) if error is not None else None,
             messages=messages,
             tool_calls=calls,
-            reasoning=answer.reasoning,
-            usage=answer.usage,
-            cost_usd=answer.cost_usd,
+            reasoning=reasoning,
+            # usage and cost come from the captured calls; the agent's own figure is kept
+            usage=None if captured else answer.usage,
+            cost_usd=None if captured else answer.cost_usd,
+            reported_usage=answer.usage if captured else None,
+            reported_cost_usd=answer.cost_usd if captured else None,
         )
+
+
+def _upstreams(upstream: Mapping[str, str] | None) -> dict[str, str]:
+    if upstream is None:
+        return {}
+    if isinstance(upstream, str):
+        raise ValueError('upstream: one URL per family, e.g. {"anthropic": "https://..."}')
+    unknown = set(upstream) - set(_FAMILIES)
+    if unknown:
+        raise ValueError(f"upstream: unknown families {sorted(unknown)}; use anthropic, openai")
+    return {family: str(url) for family, url in upstream.items()}
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def _drop_served_twins(recorder: TranscriptRecorder) -> None:
+    """The model's calls of tools trialkit serves, seen by the proxy, leave the transcript:
+    the MCP server recorded each of them with its result, and its record counts."""
+    turn = recorder.turn
+    recorder.transcript.tool_calls = [
+        call
+        for call in recorder.transcript.tool_calls
+        if not (call.turn == turn and call.name.startswith(_MCP_PREFIX))
+    ]
 
 
 def _as_text(message: str | list[Message]) -> str:

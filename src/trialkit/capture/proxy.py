@@ -1,0 +1,592 @@
+"""The model proxy: a loopback HTTP server that command-line agents take for their provider.
+
+A command-line agent (Claude Code, Codex) calls its provider directly, from a process trialkit
+does not run code in, so the hook on `httpx` cannot see its calls. `SubprocessAgent` points
+the agent at this proxy instead (`ANTHROPIC_BASE_URL`, a Codex provider), one base URL per
+trial:
+
+    http://127.0.0.1:PORT/trialkit/<trial token>/anthropic      (Messages: /v1/messages...)
+    http://127.0.0.1:PORT/trialkit/<trial token>/openai/v1      (Responses, Chat Completions)
+
+The proxy sends each request on with an `httpx.AsyncClient`, in the calling trial's scope, so
+the capture hook does what it does for an agent's own SDK client: the call goes in the trial's
+transcript with the same cassette key, is answered from the cassette when the run replays
+(nothing goes upstream), is a strict miss when it was never recorded, and is refused under
+`--offline` when it would leave the machine. There is one implementation of all that, the
+hook's; the proxy only carries bytes.
+
+The upstream is what the agent would have used without trialkit: `ANTHROPIC_BASE_URL` /
+`OPENAI_BASE_URL` from trialkit's own environment when set, else the provider's own host; a
+trial may name another. The agent's key goes upstream in the headers it came in; headers are
+never written anywhere. A request whose token is not one of a live trial's is refused (403);
+a `HEAD` of a base URL (Claude Code's probe) is answered here. Request bodies may be
+compressed (`gzip`, `deflate`, `zstd`, and `br` when the `brotli` module is installed).
+
+The server runs on an event loop of its own, in a thread, so it serves whichever loop or
+worker the trials run in; `shared_proxy()` gives this process's, started on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import threading
+import zlib
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+from trialkit.models.cassette import CacheMode
+from trialkit.models.context import ModelSettings, calls_as, use_settings
+from trialkit.transcript import TranscriptRecorder, activate, deactivate
+
+__all__ = ["DEFAULT_UPSTREAMS", "Family", "ModelProxy", "ProxyError", "ProxyTrial", "shared_proxy"]
+
+Family = Literal["anthropic", "openai"]
+PREFIX: Final = "/trialkit/"
+DEFAULT_UPSTREAMS: Final[dict[str, str]] = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+}
+"""The providers' own hosts: where an agent goes when no base URL is set. The OpenAI base
+carries the API version, as `OPENAI_BASE_URL` does; the Anthropic one does not."""
+UPSTREAM_ENV: Final[dict[str, str]] = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+}
+MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+SETTLE_S: Final = 5.0
+"""How long a trial's turn waits, after the agent exited, for the proxy to finish the
+requests it was still passing on (the agent may exit on the last byte of an answer)."""
+
+_HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+class ProxyError(RuntimeError):
+    """The model proxy could not start (no loopback interface, no free port)."""
+
+
+def upstreams_from_env(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each family's upstream: `overrides`, else trialkit's `ANTHROPIC_BASE_URL` /
+    `OPENAI_BASE_URL`, else the provider's host. Read when a trial starts, never cached."""
+    found = {}
+    for family, default in DEFAULT_UPSTREAMS.items():
+        given = (overrides or {}).get(family) or os.environ.get(UPSTREAM_ENV[family]) or default
+        found[family] = given.rstrip("/")
+    return found
+
+
+@dataclass(eq=False)
+class ProxyTrial:
+    """One trial's way in: its token, its base URLs, and what it is still passing on."""
+
+    proxy: ModelProxy
+    token: str
+    recorder: TranscriptRecorder
+    settings: ModelSettings
+    upstreams: dict[str, str]
+    in_flight: int = 0
+    refused: list[str] = field(default_factory=list)
+    _idle: threading.Condition = field(default_factory=threading.Condition)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.proxy.port}{PREFIX}{self.token}"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """For `ANTHROPIC_BASE_URL` (the SDKs add `/v1/messages`)."""
+        return f"{self.base}/anthropic"
+
+    @property
+    def openai_base_url(self) -> str:
+        """For `OPENAI_BASE_URL` and Codex's `base_url` (they add `/responses`...)."""
+        return f"{self.base}/openai/v1"
+
+    def settle(self, timeout: float = SETTLE_S) -> bool:
+        """Wait until no request of this trial is in flight (blocking: run it in a thread);
+        `False` when some still were after `timeout` seconds."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self.in_flight == 0, timeout)
+
+    def close(self) -> None:
+        """Take the token back: later requests with it are refused."""
+        self.proxy.forget(self)
+
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
+        with self._idle:
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self.in_flight -= 1
+                self._idle.notify_all()
+
+
+class ModelProxy:
+    """The proxy server (see the module docs): `start()`, `open_trial()` per trial, `stop()`."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.refused = 0
+        """Requests refused for a missing or unknown token."""
+        self._trials: dict[str, ProxyTrial] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self._client: Any = None
+        self._replay_client: Any = None
+        self._users = 0
+
+    # -- life ---------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> ModelProxy:
+        """Start serving on 127.0.0.1 (idempotent); returns self."""
+        with self._lock:
+            if self.running:
+                return self
+            from trialkit.capture.hook import install
+
+            install()  # the client below is wrapped, whether or not a run installed it yet
+            loop = asyncio.new_event_loop()
+            ready: Future[None] = Future()
+            thread = threading.Thread(
+                target=self._run, args=(loop, ready), name="trialkit-model-proxy", daemon=True
+            )
+            thread.start()
+            try:
+                ready.result(timeout=30)
+            except Exception as exc:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(5)
+                raise ProxyError(f"the model proxy could not start on 127.0.0.1: {exc}") from exc
+            self._loop, self._thread = loop, thread
+            return self
+
+    def _run(self, loop: asyncio.AbstractEventLoop, ready: Future[None]) -> None:
+        from trialkit.transcript import mark_outside_trials
+
+        mark_outside_trials()  # this thread serves every trial and belongs to none
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._open(ready))
+        except BaseException as exc:  # reported to start()
+            if not ready.done():
+                ready.set_exception(exc)
+            loop.close()
+            return
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self._shut())
+            loop.close()
+
+    async def _open(self, ready: Future[None]) -> None:
+        import httpx
+
+        options: dict[str, Any] = {
+            "timeout": httpx.Timeout(600.0, connect=30.0),
+            "limits": httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            "follow_redirects": False,
+        }
+        self._client = httpx.AsyncClient(**options)
+        # A run that replays sends nothing upstream: the capture hook answers model calls from
+        # the cassette, and whatever else the agent asks for gets this transport's refusal.
+        self._replay_client = httpx.AsyncClient(
+            transport=httpx.MockTransport(_nothing_upstream), **options
+        )
+        self._server = await asyncio.start_server(
+            self._connection, "127.0.0.1", 0, limit=MAX_BODY_BYTES
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        ready.set_result(None)
+
+    async def _shut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        for client in (self._client, self._replay_client):
+            if client is not None:
+                await client.aclose()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def stop(self) -> None:
+        """Stop serving and close every connection (idempotent)."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+            self._trials.clear()
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+
+    def acquire(self) -> ModelProxy:
+        """Start (when not running) for one more user; `release` when done."""
+        with self._lock:
+            self._users += 1
+        return self.start()
+
+    def release(self) -> None:
+        """One user fewer; the last one stops the proxy."""
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            last = self._users == 0
+        if last:
+            self.stop()
+
+    # -- trials -------------------------------------------------------------------------------
+
+    def open_trial(
+        self,
+        recorder: TranscriptRecorder,
+        settings: ModelSettings,
+        upstreams: Mapping[str, str] | None = None,
+    ) -> ProxyTrial:
+        """A token and base URLs for one trial; requests made with them are the trial's.
+        Its calls are always captured: the proxy exists to see them (`--no-capture` is about
+        the agent's in-process clients)."""
+        self.start()
+        token = secrets.token_urlsafe(18)
+        trial = ProxyTrial(
+            proxy=self,
+            token=token,
+            recorder=recorder,
+            settings=replace(settings, capture=True),
+            upstreams=upstreams_from_env(upstreams),
+        )
+        with self._lock:
+            self._trials[token] = trial
+        return trial
+
+    def forget(self, trial: ProxyTrial) -> None:
+        with self._lock:
+            self._trials.pop(trial.token, None)
+
+    # -- serving ------------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import h11
+
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
+        try:
+            while True:
+                request, body = await _read_request(conn, reader)
+                if request is None:
+                    break
+                await self._answer(conn, writer, request, body)
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    break
+                conn.start_next_cycle()
+        except h11.RemoteProtocolError as exc:
+            with contextlib.suppress(Exception):
+                if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    await _send_error(conn, writer, exc.error_status_hint, f"bad request: {exc}")
+        except (ConnectionError, asyncio.IncompleteReadError, _TooLarge):
+            pass
+        except asyncio.CancelledError:  # the proxy stops: the connection's task just ends
+            pass
+        except Exception as exc:  # a fault here: the agent gets a 500 that says so
+            with contextlib.suppress(Exception):
+                if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    await _send_error(
+                        conn, writer, 500, f"model proxy: {type(exc).__name__}: {exc}"
+                    )
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _answer(
+        self, conn: Any, writer: asyncio.StreamWriter, request: Any, body: bytes
+    ) -> None:
+        target = request.target.decode("ascii", "replace")
+        path, _, query = target.partition("?")
+        token, family, rest = _route(path)
+        with self._lock:
+            trial = self._trials.get(token or "")
+        if trial is None:
+            self.refused += 1
+            await _send_error(
+                conn,
+                writer,
+                403,
+                "the model proxy refused a request without the token of a live trial",
+            )
+            return
+        if family is None:
+            await _send_error(
+                conn,
+                writer,
+                404,
+                f"no such route in the model proxy: {family_name(path)!r}; "
+                "the base URLs end in /anthropic or /openai/v1",
+            )
+            return
+        method = request.method.decode("ascii", "replace").upper()
+        if method == "HEAD":
+            await _send(conn, writer, 200, [(b"content-type", b"application/json")], b"", head=True)
+            return
+        headers = [(k.lower(), v) for k, v in request.headers]
+        try:
+            body = _decompressed(body, _header(headers, b"content-encoding"))
+        except _Undecodable as exc:
+            await _send_error(conn, writer, 415, str(exc))
+            return
+        url = trial.upstreams[family] + rest + (f"?{query}" if query else "")
+        forward = [
+            (k, v)
+            for k, v in headers
+            if k.decode("latin-1") not in _HOP_BY_HOP
+            and k not in (b"content-encoding", b"accept-encoding")
+        ]
+        forward.append((b"accept-encoding", b"identity"))
+        with trial._serving():
+            await self._forward(conn, writer, trial, method, url, forward, body)
+
+    async def _forward(
+        self,
+        conn: Any,
+        writer: asyncio.StreamWriter,
+        trial: ProxyTrial,
+        method: str,
+        url: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> None:
+        import h11
+
+        cassette = trial.settings.cassette
+        replaying = cassette is not None and cassette.mode is CacheMode.REPLAY
+        client = self._replay_client if replaying else self._client
+        outgoing = client.build_request(method, url, headers=headers, content=body)
+        token = activate(trial.recorder)
+        try:
+            with use_settings(trial.settings), calls_as("agent"):
+                try:
+                    response = await client.send(outgoing, stream=True)
+                except Exception as exc:  # the upstream cannot be reached: the agent is told
+                    await _send_error(
+                        conn,
+                        writer,
+                        502,
+                        f"the model proxy could not reach {url}: {type(exc).__name__}: {exc}",
+                    )
+                    return
+                try:
+                    kept = [
+                        (k, v)
+                        for k, v in response.headers.raw
+                        if k.decode("latin-1").lower() not in _HOP_BY_HOP
+                    ]
+                    writer.write(
+                        conn.send(h11.Response(status_code=response.status_code, headers=kept))
+                    )
+                    async for chunk in response.aiter_raw():
+                        if chunk:
+                            writer.write(conn.send(h11.Data(data=chunk)))
+                            await writer.drain()
+                    writer.write(conn.send(h11.EndOfMessage()))
+                    await writer.drain()
+                finally:
+                    await response.aclose()
+        finally:
+            deactivate(token)
+
+
+# -- the process's proxy --------------------------------------------------------------------
+
+_shared: ModelProxy | None = None
+_shared_pid = 0
+_shared_lock = threading.Lock()
+
+
+def shared_proxy() -> ModelProxy:
+    """This process's proxy (a forked worker gets its own); not started until used."""
+    global _shared, _shared_pid
+    with _shared_lock:
+        if _shared is None or _shared_pid != os.getpid():
+            _shared, _shared_pid = ModelProxy(), os.getpid()
+        return _shared
+
+
+# -- HTTP plumbing --------------------------------------------------------------------------
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Undecodable(ValueError):
+    pass
+
+
+def _route(path: str) -> tuple[str | None, Family | None, str]:
+    """(token, family, the rest of the path) of `/trialkit/<token>/<family>/<rest>`."""
+    if not path.startswith(PREFIX):
+        return None, None, ""
+    token, _, tail = path[len(PREFIX) :].partition("/")
+    family, _, rest = tail.partition("/")
+    rest = "/" + rest if rest else ""
+    if family == "anthropic":
+        return token, "anthropic", rest
+    if family == "openai":
+        if rest == "/v1" or rest.startswith("/v1/"):
+            rest = rest[3:]  # the upstream base carries the version, as OPENAI_BASE_URL does
+        return token, "openai", rest
+    return token, None, rest
+
+
+def family_name(path: str) -> str:
+    """The segment of a proxy path where the family belongs (for an error message)."""
+    return path[len(PREFIX) :].partition("/")[2].partition("/")[0]
+
+
+def _nothing_upstream(request: Any) -> Any:
+    import httpx
+
+    message = (
+        f"the run replays from a cassette, and {request.method} {request.url.path} is no "
+        "recorded model call: nothing goes upstream"
+    )
+    error = {"type": "error", "error": {"type": "trialkit_proxy", "message": message}}
+    return httpx.Response(404, json=error, headers={"x-should-retry": "false"})
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return ""
+
+
+def _decompressed(body: bytes, encoding: str) -> bytes:
+    """The request body without its content codings (applied in order, undone in reverse)."""
+    codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
+    for coding in reversed(codings):
+        if coding == "identity":
+            continue
+        body = _decode(body, coding)
+        if len(body) > MAX_BODY_BYTES:
+            raise _Undecodable(f"the request body is over {MAX_BODY_BYTES} bytes uncompressed")
+    return body
+
+
+def _decode(body: bytes, coding: str) -> bytes:
+    try:
+        if coding in ("gzip", "x-gzip"):
+            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+        if coding == "deflate":
+            try:
+                return zlib.decompress(body)
+            except zlib.error:
+                return zlib.decompress(body, -zlib.MAX_WBITS)  # raw deflate, as some send
+        if coding == "zstd":
+            return _zstd(body)
+        if coding == "br":
+            try:
+                import brotli  # type: ignore[import-not-found]
+            except ImportError:
+                raise _Undecodable(
+                    "the request body is brotli-compressed: pip install brotli to accept it"
+                ) from None
+            return bytes(brotli.decompress(body))
+    except _Undecodable:
+        raise
+    except Exception as exc:
+        raise _Undecodable(f"the request body is not valid {coding}: {exc}") from exc
+    raise _Undecodable(f"the request body's content coding {coding!r} is not one the proxy reads")
+
+
+def _zstd(body: bytes) -> bytes:
+    try:
+        import zstandard
+    except ImportError:
+        raise _Undecodable(
+            "the request body is zstd-compressed: pip install zstandard to accept it"
+        ) from None
+    reader = zstandard.ZstdDecompressor().stream_reader(body)
+    out = reader.read(MAX_BODY_BYTES + 1)
+    return bytes(out)
+
+
+async def _read_request(conn: Any, reader: asyncio.StreamReader) -> tuple[Any, bytes]:
+    """The next request and its body, or (None, b"") when the client is done."""
+    import h11
+
+    parts: list[bytes] = []
+    size = 0
+    request = None
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            data = await reader.read(65536)
+            conn.receive_data(data)
+            continue
+        if isinstance(event, h11.Request):
+            request = event
+        elif isinstance(event, h11.Data):
+            size += len(event.data)
+            if size > MAX_BODY_BYTES:
+                raise _TooLarge
+            parts.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return request, b"".join(parts)
+        elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+            return None, b""
+
+
+async def _send(
+    conn: Any,
+    writer: asyncio.StreamWriter,
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes,
+    *,
+    head: bool = False,
+) -> None:
+    import h11
+
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+    if body and not head:
+        writer.write(conn.send(h11.Data(data=body)))
+    writer.write(conn.send(h11.EndOfMessage()))
+    await writer.drain()
+
+
+async def _send_error(conn: Any, writer: asyncio.StreamWriter, status: int, message: str) -> None:
+    """An error in a shape both SDK families read, that they do not retry."""
+    body = json.dumps(
+        {"type": "error", "error": {"type": "trialkit_proxy", "message": message}}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"x-should-retry", b"false")]
+    await _send(conn, writer, status, headers, body)

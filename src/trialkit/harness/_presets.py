@@ -1,0 +1,149 @@
+"""`SubprocessAgent.claude_code()` and `SubprocessAgent.codex()`: the two command-line agents
+people use, set up to talk only to trialkit's model proxy and to work unattended in the
+trial's workspace.
+
+What each sets is in `docs/guide.md` ("Claude Code and Codex"): the command, the output format,
+an empty home folder per trial, the switches that keep the agent off other hosts, a fixed time
+zone and shell (so a cassette recorded on one machine replays on another), and how a later turn
+resumes the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trialkit.harness.subprocess import SubprocessAgent
+    from trialkit.harness.tools import Tool
+
+AGENT_TIMEZONE = "Etc/UTC"
+"""The `TZ` the presets give an agent unless `env` says otherwise: the date and zone in its
+prompt are then the same on every machine (they are normalised in cassette keys as well)."""
+
+CLAUDE_CODE_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # else it calls Anthropic's host directly
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+}
+CLAUDE_CODE_PERMISSION_MODES = ("acceptEdits", "bypassPermissions", "default", "dontAsk", "plan")
+
+
+def claude_code_agent(
+    cls: type[SubprocessAgent],
+    *,
+    model: str | None = None,
+    allowed_tools: Sequence[str] | None = None,
+    args: Sequence[str] = (),
+    permission_mode: str = "acceptEdits",
+    executable: str = "claude",
+    upstream: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    tools: Sequence[Callable[..., Any] | Tool] = (),
+) -> SubprocessAgent:
+    """Claude Code in print mode (`claude -p`, stream-JSON), once per user turn, resuming its
+    session on later turns. `model` is its `--model` (its own default when `None`),
+    `allowed_tools` its `--allowed-tools` (`mcp__trialkit` is added when `tools` are served),
+    `args` more arguments, `permission_mode` its `--permission-mode` (`acceptEdits` lets it
+    edit the workspace without asking), `upstream` where the proxy sends its calls (default:
+    `ANTHROPIC_BASE_URL` from trialkit's environment, else Anthropic's host)."""
+    if permission_mode not in CLAUDE_CODE_PERMISSION_MODES:
+        choices = ", ".join(CLAUDE_CODE_PERMISSION_MODES)
+        raise ValueError(f"permission_mode: one of {choices}, got {permission_mode!r}")
+    command = [executable, "-p", "--output-format", "stream-json", "--verbose"]
+    command += ["--permission-mode", permission_mode]
+    if model:
+        command += ["--model", model]
+    if tools:
+        command += ["--mcp-config", "{mcp_config}"]
+    if allowed_tools is not None:
+        allowed = [*allowed_tools, *(["mcp__trialkit"] if tools else [])]
+        command.append("--allowed-tools=" + ",".join(allowed))
+    command += list(args)
+    settings = {**CLAUDE_CODE_ENV, "TZ": AGENT_TIMEZONE, "SHELL": _shell()}
+    if permission_mode == "bypassPermissions" and hasattr(os, "geteuid") and os.geteuid() == 0:
+        settings["IS_SANDBOX"] = "1"  # it refuses to skip permissions as root otherwise
+    return cls(
+        command,
+        env={**settings, **(env or {})},
+        timeout=timeout,
+        tools=tools,
+        output="stream-json",
+        stdin=True,  # the prompt on stdin: one that starts with "-" is no option
+        continue_args=["--resume", "{session_id}"],
+        upstream={"anthropic": upstream} if upstream else None,
+        home=True,
+        name="claude-code",
+    )
+
+
+CODEX_CONFIG = """\
+# written by trialkit for one trial: its model calls go to trialkit's model proxy
+model_provider = "trialkit"
+{model_line}
+[model_providers.trialkit]
+name = "trialkit"
+base_url = "{{openai_base_url}}"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+
+[features]
+plugins = false
+
+[analytics]
+enabled = false
+{mcp}"""
+CODEX_MCP = """
+[mcp_servers.trialkit]
+url = "{mcp_url}"
+"""
+CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+
+
+def codex_agent(
+    cls: type[SubprocessAgent],
+    *,
+    model: str | None = None,
+    args: Sequence[str] = (),
+    sandbox: str = "workspace-write",
+    executable: str = "codex",
+    upstream: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    tools: Sequence[Callable[..., Any] | Tool] = (),
+) -> SubprocessAgent:
+    """Codex (`codex exec --json`), once per user turn, resuming its session on later turns,
+    with a home of its own (`CODEX_HOME`) whose `config.toml` names trialkit's proxy as its
+    provider on the Responses wire API, plugins and analytics off. `model` is its model (its
+    own default when `None`), `sandbox` its `-s` policy (`workspace-write` lets it edit the
+    workspace), `args` more arguments (before the prompt), `upstream` where the proxy sends its
+    calls (default: `OPENAI_BASE_URL` from trialkit's environment, else OpenAI's host, with
+    the `/v1`)."""
+    if sandbox not in CODEX_SANDBOXES:
+        raise ValueError(f"sandbox: one of {', '.join(CODEX_SANDBOXES)}, got {sandbox!r}")
+    model_line = f"model = {json.dumps(model)}" if model else ""
+    config = CODEX_CONFIG.format(model_line=model_line, mcp=CODEX_MCP if tools else "")
+    command = [executable, "exec", "--json", "--skip-git-repo-check", "-s", sandbox, *args]
+    settings = {"CODEX_HOME": "{home}", "TZ": AGENT_TIMEZONE, "SHELL": _shell()}
+    return cls(
+        command,
+        env={**settings, **(env or {})},
+        timeout=timeout,
+        tools=tools,
+        output="stream-json",
+        continue_args=["resume", "{session_id}"],  # stdin stays closed: Codex waits on it
+        upstream={"openai": upstream} if upstream else None,
+        home=True,
+        files={"config.toml": config},
+        name="codex",
+    )
+
+
+def _shell() -> str:
+    """The shell named to the agent, the same on every machine that has it."""
+    return "/bin/bash" if shutil.which("bash", path="/bin") else "/bin/sh"
