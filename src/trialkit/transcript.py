@@ -7,6 +7,7 @@ to it with `current_recorder()` without anybody passing it around.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from contextvars import ContextVar, Token
@@ -205,6 +206,9 @@ class TranscriptRecorder:
         """(this trial's value, placeholder) pairs, e.g. the workspace path: written as the
         placeholder in cassette keys and recordings, and put back in replayed answers, so a
         replay in another folder still matches."""
+        self.volatile: list[tuple[re.Pattern[str], str]] = []
+        """(pattern, stand-in) pairs: text in requests that changes from run to run without
+        changing the answer (a tool's wall time), written as the stand-in in cassette keys."""
         self.fatal: BaseException | None = None
         """What must end the trial as an error even if the agent carried on: a replay miss, a
         request `--offline` refused, a stream the server cut off. SDKs turn an exception under

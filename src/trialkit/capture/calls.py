@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ class CapturedCall:
         recorder = scope.recorder
         subs = recorder.substitutions
         keyed = wire.key_body(api, _swap(body, subs, to_placeholder=True) if subs else body)
+        if recorder.volatile:
+            keyed = _blank_volatile(keyed, recorder.volatile)
         self.request = {
             "schema_version": KEY_VERSION,
             "api": api,
@@ -363,6 +366,20 @@ def _response_of(api: wire.Api, answer: dict[str, Any]) -> ModelResponse:
     if status >= 400 or data is None:
         return ModelResponse(message=Message(role="assistant"))
     return wire.parse_json(api, data)
+
+
+def _blank_volatile(value: Any, patterns: list[tuple[re.Pattern[str], str]]) -> Any:
+    """`value` with each text that changes from run to run (a duration an agent prints in a
+    tool's output) written as its stand-in: for the key only, nothing is put back."""
+    if isinstance(value, str):
+        for pattern, stand_in in patterns:
+            value = pattern.sub(stand_in, value)
+        return value
+    if isinstance(value, dict):
+        return {k: _blank_volatile(v, patterns) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_blank_volatile(item, patterns) for item in value]
+    return value
 
 
 def _swap(value: Any, subs: list[tuple[str, str]], *, to_placeholder: bool) -> Any:

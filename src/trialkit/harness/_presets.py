@@ -102,6 +102,11 @@ CODEX_MCP = """
 [mcp_servers.trialkit]
 url = "{mcp_url}"
 """
+CODEX_VOLATILE = (
+    (r"Wall time: \d+(?:\.\d+)? seconds", "Wall time: {{trialkit.duration}} seconds"),
+    (r"Chunk ID: [0-9A-Za-z]+", "Chunk ID: {{trialkit.chunk_id}}"),
+)
+"""What Codex writes in the outputs of the tools it runs that changes from run to run."""
 CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 
 
@@ -140,6 +145,7 @@ def codex_agent(
         upstream={"openai": upstream} if upstream else None,
         home=True,
         files={"config.toml": config},
+        volatile=CODEX_VOLATILE,
         name="codex",
     )
 

@@ -102,7 +102,9 @@ class SubprocessAgent(Harness):
     (`{"anthropic": "https://...", "openai": "https://.../v1"}`, as the SDKs' `*_BASE_URL`
     variables hold them). `home` gives each trial an empty home folder of its
     own (`HOME`, and `{home}`), where `files` (name -> text, placeholders filled in) are
-    written before each turn.
+    written before each turn. `volatile` holds (regular expression, stand-in) pairs for text
+    in the agent's requests that changes from run to run without changing the answer (the
+    wall time a tool took): cassette keys have the stand-in.
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class SubprocessAgent(Harness):
         upstream: Mapping[str, str] | None = None,
         home: bool = False,
         files: Mapping[str, str] | None = None,
+        volatile: Sequence[tuple[str, str]] = (),
         name: str | None = None,
     ) -> None:
         if os.name != "posix":
@@ -147,6 +150,12 @@ class SubprocessAgent(Harness):
         self.upstreams = _upstreams(upstream)
         self.home = home
         self.files = dict(files or {})
+        try:
+            self.volatile = [(re.compile(pattern), stand_in) for pattern, stand_in in volatile]
+        except (re.error, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"volatile: expected (regular expression, stand-in) pairs: {exc}"
+            ) from exc
         for file_name in self.files:
             if Path(file_name).is_absolute() or ".." in Path(file_name).parts:
                 raise ValueError(f"files: {file_name!r} must be a path inside the agent's home")
@@ -346,6 +355,7 @@ class _CommandSession(Session):
         found = agent_values(self.cwd, self.home, env.get("TZ"))
         pairs = {*self._base_substitutions, *found}
         self.recorder.substitutions = sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)
+        self.recorder.volatile = list(self.agent.volatile)
 
     def _captured_since(self, count: int) -> bool:
         """Whether the proxy recorded model calls of the agent in this turn."""
