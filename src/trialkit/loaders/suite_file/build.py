@@ -15,6 +15,7 @@ from trialkit.loaders.suite_file.documents import explain, user_path
 from trialkit.loaders.suite_file.fields import describe
 from trialkit.loaders.suite_file.grader_specs import build_graders
 from trialkit.loaders.suite_file.models import (
+    AgentHarness,
     CommandHarness,
     DatasetSpec,
     ModelHarness,
@@ -191,21 +192,58 @@ def _harness(ctx: BuildContext, model: SuiteFile, base_dir: Path) -> Any:
         return ChatHarness(spec.model)
     if isinstance(spec, CommandHarness):
         return _command_harness(ctx, spec, base_dir)
+    if isinstance(spec, AgentHarness):
+        return _agent_harness(ctx, spec)
     return None
 
 
-def _command_harness(ctx: BuildContext, spec: CommandHarness, base_dir: Path) -> Any:
-    from trialkit.harness.subprocess import SubprocessAgent
-
+def _tools(ctx: BuildContext, refs: list[Any]) -> list[Any] | None:
+    """The functions `tools:` names, or `None` when one could not be found (a problem)."""
     tools = []
     before = len(ctx.problems)
-    for i, ref in enumerate(spec.tools):
+    for i, ref in enumerate(refs):
         found = ctx.resolve(("harness", "tools", i), ref)
         if found is not None and not callable(found):
             ctx.problem(("harness", "tools", i), f"{ref} is {describe(found)}, not a function")
         elif found is not None:
             tools.append(found)
-    if len(ctx.problems) > before:
+    return None if len(ctx.problems) > before else tools
+
+
+def _agent_harness(ctx: BuildContext, spec: AgentHarness) -> Any:
+    from trialkit.harness.subprocess import SubprocessAgent
+
+    tools = _tools(ctx, spec.tools)
+    if tools is None:
+        return None
+    options: dict[str, Any] = {
+        "model": spec.model,
+        "args": spec.args,
+        "upstream": spec.upstream,
+        "env": spec.env,
+        "timeout": spec.timeout,
+        "tools": tools,
+    }
+    if spec.executable is not None:
+        options["executable"] = spec.executable
+    try:
+        if spec.agent == "codex":
+            if spec.sandbox is not None:
+                options["sandbox"] = spec.sandbox
+            return SubprocessAgent.codex(**options)
+        if spec.permission_mode is not None:
+            options["permission_mode"] = spec.permission_mode
+        return SubprocessAgent.claude_code(allowed_tools=spec.allowed_tools, **options)
+    except (TypeError, ValueError) as exc:
+        ctx.problem(("harness", "agent"), str(exc))
+        return None
+
+
+def _command_harness(ctx: BuildContext, spec: CommandHarness, base_dir: Path) -> Any:
+    from trialkit.harness.subprocess import SubprocessAgent
+
+    tools = _tools(ctx, spec.tools)
+    if tools is None:
         return None
     folder = str(base_dir.resolve())
     try:

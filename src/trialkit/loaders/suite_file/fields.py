@@ -152,6 +152,11 @@ def plural(noun: str) -> str:
 def check_one_key(kind: str, names: tuple[str, ...], *, only: bool = True) -> BeforeValidator:
     """Reject anything but a mapping with exactly one of `names` as a key (and, when `only`,
     no other key), saying why."""
+    return BeforeValidator(one_key_check(kind, names, only=only))
+
+
+def one_key_check(kind: str, names: tuple[str, ...], *, only: bool = True) -> Callable[[Any], Any]:
+    """The check `check_one_key` runs, as a plain function."""
     listing = ", ".join(names)
     kinds = plural(kind)
 
@@ -174,7 +179,7 @@ def check_one_key(kind: str, names: tuple[str, ...], *, only: bool = True) -> Be
             raise problem(f"a {kind} is a mapping with {one}: {listing}; got {keys}")
         return value
 
-    return BeforeValidator(check)
+    return check
 
 
 def did_you_mean(name: object, known: tuple[str, ...] | list[str]) -> str:

@@ -24,6 +24,7 @@ from trialkit.loaders.suite_file.fields import (
     check_one_key,
     key_among,
     one_key,
+    one_key_check,
     problem,
 )
 from trialkit.loaders.suite_file.grader_specs import GraderSpec
@@ -158,6 +159,49 @@ class CommandHarness(FileModel):
     """Python functions served to the agent over MCP (module:function references)."""
 
 
+class AgentHarness(FileModel):
+    """A command-line agent people use, set up by trialkit (`SubprocessAgent.claude_code()` or
+    `.codex()`): its model calls go through trialkit's model proxy, so they are recorded and
+    can be replayed."""
+
+    agent: Literal["claude-code", "codex"]
+    """Which agent: `claude-code` (the `claude` command) or `codex`."""
+    model: str | None = None
+    """The model the agent uses (its own default when left out)."""
+    allowed_tools: list[str] | None = None
+    """Claude Code: its `--allowed-tools`."""
+    permission_mode: (
+        Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"] | None
+    ) = None
+    """Claude Code: its `--permission-mode` (acceptEdits by default: it may edit the
+    workspace)."""
+    sandbox: Literal["read-only", "workspace-write", "danger-full-access"] | None = None
+    """Codex: its `-s` sandbox policy (workspace-write by default)."""
+    args: list[str] = Field(default_factory=list)
+    """More arguments for the agent."""
+    executable: str | None = None
+    """The program to run, when it is not `claude` / `codex` on PATH."""
+    upstream: str | None = None
+    """Where the proxy sends the agent's calls on (by default ANTHROPIC_BASE_URL /
+    OPENAI_BASE_URL from trialkit's environment, else the provider's host)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables for the agent (added to what trialkit sets)."""
+    timeout: Seconds | None = None
+    """Seconds one turn may take."""
+    tools: list[PythonRef] = Field(default_factory=list)
+    """Python functions served to the agent over MCP (module:function references)."""
+
+    @model_validator(mode="after")
+    def _options_of_the_agent(self) -> AgentHarness:
+        if self.agent == "codex":
+            for option in ("allowed_tools", "permission_mode"):
+                if getattr(self, option) is not None:
+                    raise problem(f"`{option}` is a Claude Code option; codex has no such thing")
+        elif self.sandbox is not None:
+            raise problem("`sandbox` is a Codex option; Claude Code takes `permission_mode`")
+        return self
+
+
 class ModelHarness(FileModel):
     """The agent under test is a model answering the task (a chat harness)."""
 
@@ -165,8 +209,27 @@ class ModelHarness(FileModel):
     """provider/name, e.g. openai/gpt-4o-mini."""
 
 
-_HARNESSES = (("python", PythonHarness), ("command", CommandHarness), ("model", ModelHarness))
+_HARNESSES = (
+    ("python", PythonHarness),
+    ("command", CommandHarness),
+    ("agent", AgentHarness),
+    ("model", ModelHarness),
+)
 _ENV_KEYS = ("workspace", "python")
+_HARNESS_KEYS = tuple(n for n, _ in _HARNESSES)
+_any_harness = key_among(_HARNESS_KEYS)
+_one_harness = one_key_check("harness", _HARNESS_KEYS, only=False)
+
+
+def _harness_kind(value: Any) -> str | None:
+    """`agent` wins: its `model:` is the agent's model, not a model harness."""
+    return "agent" if isinstance(value, dict) and "agent" in value else _any_harness(value)
+
+
+def _check_harness(value: Any) -> Any:
+    if isinstance(value, dict) and "agent" in value:
+        return value
+    return _one_harness(value)
 
 
 class WorkspaceEnvironment(FileModel):
@@ -183,12 +246,12 @@ class PythonEnvironment(FileModel):
 
 
 if TYPE_CHECKING:
-    HarnessSpec = PythonHarness | CommandHarness | ModelHarness
+    HarnessSpec = PythonHarness | CommandHarness | AgentHarness | ModelHarness
     EnvironmentSpec = WorkspaceEnvironment | PythonEnvironment
 else:
     HarnessSpec = Annotated[
-        one_key(key_among(tuple(n for n, _ in _HARNESSES)), *_HARNESSES),
-        check_one_key("harness", tuple(n for n, _ in _HARNESSES), only=False),
+        one_key(_harness_kind, *_HARNESSES),
+        BeforeValidator(_check_harness),
     ]
     EnvironmentSpec = Annotated[
         one_key(
