@@ -158,8 +158,28 @@ def needs_redaction(text: str) -> bool:
 
 def redact_data(value: Any) -> Any:
     """JSON-like data (dicts, lists, strings, numbers) with `redact` applied to every string,
-    keys included."""
-    return _redact_data(value, _current_pattern())
+    keys included. Data with nothing to redact is returned as it is (one search of all its
+    strings at once decides that: a model request holds thousands of them)."""
+    pattern = _current_pattern()
+    strings: list[str] = []
+    _strings_of(value, strings)
+    every = "\x00".join(strings)
+    if not ((pattern is not None and pattern.search(every)) or _HINT.search(every)):
+        return value
+    return _redact_data(value, pattern)
+
+
+def _strings_of(value: Any, into: list[str]) -> None:
+    if isinstance(value, str):
+        into.append(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                into.append(key)
+            _strings_of(item, into)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _strings_of(item, into)
 
 
 def _redact_data(value: Any, pattern: re.Pattern[str] | None) -> Any:

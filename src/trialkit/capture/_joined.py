@@ -38,10 +38,8 @@ def join_split_values(api: Api, events: list[str], values: Sequence[str]) -> lis
             continue
         pieces = [_get(parsed[position][1], path) for position, path in members]
         joined = "".join(pieces)
-        if not any(value in joined for value in wanted):
-            continue
-        if all(any(value in piece for value in wanted) for piece in pieces if piece):
-            continue  # every piece that matters holds its value whole
+        if not any(_split(value, joined, pieces) for value in wanted):
+            continue  # each value it holds is whole in one delta: placeholders replace it there
         first, first_path = members[0]
         _set(parsed[first][1], first_path, joined)
         changed.add(first)
@@ -67,6 +65,11 @@ def join_split_values(api: Api, events: list[str], values: Sequence[str]) -> lis
         else:
             out.append(event)
     return out
+
+
+def _split(value: str, joined: str, pieces: list[str]) -> bool:
+    """Whether `value` occurs in the joined text more often than in the pieces one by one."""
+    return joined.count(value) > sum(piece.count(value) for piece in pieces)
 
 
 def _escaped(value: str) -> str:
@@ -136,7 +139,7 @@ def _only_delta(api: Api, data: Any) -> bool:
     """Whether the event is nothing but its one delta (it can go once that is elsewhere)."""
     if api != "chat":
         return True
-    choices = data.get("choices") or ()
+    choices: list[Any] = data.get("choices") or []
     if len(choices) != 1 or data.get("usage"):
         return False
     choice = choices[0]

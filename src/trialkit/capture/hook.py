@@ -14,6 +14,7 @@ decides at the stream's end, or when the caller closes it, what the call was.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import importlib.abc
@@ -22,6 +23,7 @@ import json
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
@@ -40,6 +42,19 @@ from trialkit.transcript import mark_outside_trials
 MODULES = ("httpx", "httpx2")
 _MARK = "_trialkit_capture"
 _lock = threading.Lock()
+_finish_at_close: ContextVar[bool] = ContextVar("trialkit_finish_at_close", default=False)
+
+
+@contextlib.contextmanager
+def finish_at_close() -> Iterator[None]:
+    """Streams of the live answers to requests sent inside are recorded when they are closed,
+    not as soon as their last byte is read: the model proxy passes the end of an answer on
+    to the agent first, so recording it adds nothing to the agent's wait."""
+    token = _finish_at_close.set(True)
+    try:
+        yield
+    finally:
+        _finish_at_close.reset(token)
 
 
 def install(*, offline: bool = False) -> None:
@@ -291,10 +306,12 @@ def _tee_classes(module: ModuleType) -> tuple[type, type]:
                 self._call.finish(ended=False)
 
     class AsyncTee(module.AsyncByteStream):  # type: ignore[misc, name-defined]
-        """`SyncTee` for async clients."""
+        """`SyncTee` for async clients (`finish_at_close`: the call is finished at `aclose`)."""
 
         def __init__(self, inner: Any, call: CapturedCall, decoder: Any) -> None:
             self._inner, self._call, self._decoder = inner, call, decoder
+            self._at_close = _finish_at_close.get()
+            self._ended = False
 
         @property
         def elapsed(self) -> Any:
@@ -311,13 +328,16 @@ def _tee_classes(module: ModuleType) -> tuple[type, type]:
                 self._call.broke(exc)
                 raise
             _flush(self._call, self._decoder)
-            self._call.finish(ended=True)
+            if self._at_close:
+                self._ended = True
+            else:
+                self._call.finish(ended=True)
 
         async def aclose(self) -> None:
             try:
                 await self._inner.aclose()
             finally:
-                self._call.finish(ended=False)
+                self._call.finish(ended=self._ended)
 
     return SyncTee, AsyncTee
 

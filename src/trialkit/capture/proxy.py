@@ -40,6 +40,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
+from trialkit.capture.hook import finish_at_close
 from trialkit.models.cassette import CacheMode
 from trialkit.models.context import ModelSettings, calls_as, use_settings
 from trialkit.transcript import TranscriptRecorder, activate, deactivate
@@ -390,34 +391,30 @@ class ModelProxy:
         outgoing = client.build_request(method, url, headers=headers, content=body)
         token = activate(trial.recorder)
         try:
-            with use_settings(trial.settings), calls_as("agent"):
+            with use_settings(trial.settings), calls_as("agent"), finish_at_close():
                 try:
                     response = await client.send(outgoing, stream=True)
                 except Exception as exc:  # the upstream cannot be reached: the agent is told
-                    await _send_error(
-                        conn,
-                        writer,
-                        502,
-                        f"the model proxy could not reach {url}: {type(exc).__name__}: {exc}",
-                    )
+                    message = f"the model proxy could not reach {url}: {type(exc).__name__}: {exc}"
+                    await _send_error(conn, writer, 502, message)
                     return
-                try:
-                    kept = [
-                        (k, v)
-                        for k, v in response.headers.raw
-                        if k.decode("latin-1").lower() not in _HOP_BY_HOP
-                    ]
-                    writer.write(
-                        conn.send(h11.Response(status_code=response.status_code, headers=kept))
-                    )
-                    async for chunk in response.aiter_raw():
-                        if chunk:
-                            writer.write(conn.send(h11.Data(data=chunk)))
-                            await writer.drain()
-                    writer.write(conn.send(h11.EndOfMessage()))
-                    await writer.drain()
-                finally:
-                    await response.aclose()
+            try:
+                kept = [
+                    (k, v)
+                    for k, v in response.headers.raw
+                    if k.decode("latin-1").lower() not in _HOP_BY_HOP
+                ]
+                writer.write(
+                    conn.send(h11.Response(status_code=response.status_code, headers=kept))
+                )
+                async for chunk in response.stream:  # raw, as it came (aiter_raw would close)
+                    if chunk:
+                        writer.write(conn.send(h11.Data(data=chunk)))
+                        await writer.drain()
+                writer.write(conn.send(h11.EndOfMessage()))
+                await writer.drain()
+            finally:
+                await response.aclose()  # the captured call is finished here, after the end
         finally:
             deactivate(token)
 
