@@ -326,12 +326,6 @@ def test_a_stream_without_a_split_value_comes_back_unchanged(
     assert events == before
 
 
-@pytest.mark.xfail(
-    reason="_joined.join_split_values skips a run only when every non-empty piece holds a value "
-    "whole, so a value whole in one delta of a longer run is joined anyway (the docstring: "
-    "runs that hold a value only when joined)",
-    strict=True,
-)
 @pytest.mark.parametrize("api", ["messages", "responses"])
 def test_a_value_whole_in_one_delta_leaves_the_stream_unchanged(api: Api) -> None:
     pieces = split(ARGUMENTS, '"file_path": ', "hello")

@@ -118,12 +118,6 @@ def test_an_unknown_zone_falls_back_to_local_time(tmp_path: Path, release: str) 
     assert datetime.date.fromisoformat(date) in {before, datetime.date.today()}
 
 
-@pytest.mark.xfail(
-    reason="_values.agent_values takes any TZ with a '/' for an IANA name: TZ=':/etc/localtime' "
-    "(a file, as systemd and containers set it) becomes a timezone pair for '/etc/localtime', "
-    "a path no prompt holds as the agent's time zone",
-    strict=True,
-)
 def test_a_zone_file_path_is_no_time_zone_name(tmp_path: Path, release: str) -> None:
     pairs = agent_values(tmp_path, None, ":/etc/localtime")
     assert placeholders(pairs, TIMEZONE) == set()

@@ -42,8 +42,9 @@ def agent_values(workspace: Path, home: Path | None, timezone: str | None) -> li
     release = platform.release()
     if len(release) >= 3 and any(c.isdigit() for c in release):
         pairs.append((release, OS_RELEASE))
-    if timezone and "/" in timezone:  # an IANA name is distinctive; "UTC" alone is a word
-        pairs.append((timezone.lstrip(":"), TIMEZONE))
+    zone = (timezone or "").lstrip(":")
+    if "/" in zone and not zone.startswith("/"):  # an IANA name is distinctive, "UTC" a word
+        pairs.append((zone, TIMEZONE))  # (and ":/etc/localtime" names a file, not a zone)
     return pairs
 
 
