@@ -25,7 +25,7 @@ from tests.fakes.provider_server import Echo, Hold, ProviderServer, Reply
 from trialkit.capture.proxy import ModelProxy, ProxyTrial, shared_proxy
 from trialkit.models.cassette import CacheMode, Cassette, CassetteMiss
 from trialkit.models.context import ModelSettings
-from trialkit.transcript import TranscriptRecorder
+from trialkit.transcript import ModelCall, TranscriptRecorder
 
 CLAUDE = "claude-sonnet-4-5"
 GPT = "gpt-4o-mini"
@@ -69,7 +69,15 @@ def text_of(message: anthropic.types.Message) -> str:
     return "".join(block.text for block in message.content if block.type == "text")
 
 
+def calls_of(trial: ProxyTrial) -> list[ModelCall]:
+    """The trial's captured calls, once the proxy passed on all it was passing on (a call is
+    complete in the transcript when the proxy is done with it, maybe after the client is)."""
+    assert trial.settle(timeout=10)
+    return trial.recorder.transcript.model_calls
+
+
 def transcript_json(trial: ProxyTrial) -> str:
+    assert trial.settle(timeout=10)
     return trial.recorder.transcript.model_dump_json()
 
 
@@ -96,7 +104,7 @@ def test_anthropic_sdk_sync_calls_are_answered_and_captured(
     assert (text_of(whole), text_of(streamed)) == ("Bonjour", "Salut")
     assert streamed.usage.output_tokens == 100
 
-    calls = trial.recorder.transcript.model_calls
+    calls = calls_of(trial)
     assert len(calls) == 2
     for call, text in zip(calls, ["Bonjour", "Salut"], strict=True):
         assert call.endpoint == f"POST {provider_server.url}/v1/messages"
@@ -132,7 +140,7 @@ async def test_anthropic_sdk_async_calls_are_answered_and_captured(
                 pieces.append(event.delta.text)
     assert text_of(whole) == "async whole"
     assert "".join(pieces) == "async streamed"
-    calls = trial.recorder.transcript.model_calls
+    calls = calls_of(trial)
     assert [c.response["message"]["content"] for c in calls if c.response] == [
         "async whole",
         "async streamed",
@@ -163,7 +171,7 @@ def test_openai_sdk_responses_and_chat_are_answered_and_captured(
         "chat streamed",
     )
 
-    calls = trial.recorder.transcript.model_calls
+    calls = calls_of(trial)
     base = provider_server.openai_base_url
     assert [c.endpoint for c in calls] == [
         f"POST {base}/responses",
@@ -199,7 +207,7 @@ def test_the_path_after_the_prefix_and_the_query_reach_the_upstream(
     assert (request.path, request.query) == ("/v1/messages", "beta=true")
     assert request.headers["accept-encoding"] == "identity"
     assert request.headers["host"] == provider_server.url.removeprefix("http://")
-    (call,) = trial.recorder.transcript.model_calls
+    (call,) = calls_of(trial)
     assert call.endpoint == f"POST {provider_server.url}/v1/messages"  # no query
 
     answer = httpx.post(
@@ -209,7 +217,7 @@ def test_the_path_after_the_prefix_and_the_query_reach_the_upstream(
     assert answer.status_code == 200
     request = provider_server.last_request
     assert (request.path, request.query) == ("/v1/chat/completions", "api-version=2024-10-21&x=1")
-    assert trial.recorder.transcript.model_calls[-1].endpoint == (
+    assert calls_of(trial)[-1].endpoint == (
         f"POST {provider_server.openai_base_url}/chat/completions"
     )
 
@@ -222,7 +230,7 @@ def test_head_is_answered_locally(proxy: ModelProxy, provider_server: ProviderSe
     for url in (trial.anthropic_base_url, trial.openai_base_url, f"{trial.openai_base_url}/x"):
         assert httpx.head(url).status_code == 200
     assert provider_server.connections == 0
-    assert trial.recorder.transcript.model_calls == []
+    assert calls_of(trial) == []
 
 
 def test_requests_without_a_live_token_are_refused(
@@ -252,7 +260,7 @@ def test_requests_without_a_live_token_are_refused(
         client.messages.create(**MESSAGE)  # type: ignore[call-overload]
     assert proxy.refused == 6
     assert provider_server.request_count == 1
-    assert len(trial.recorder.transcript.model_calls) == 1
+    assert len(calls_of(trial)) == 1
 
 
 def test_an_unknown_family_is_not_found(proxy: ModelProxy, provider_server: ProviderServer) -> None:
@@ -296,7 +304,7 @@ def test_compressed_request_bodies_reach_the_upstream_decoded(
     assert request.headers["x-api-key"] == KEY
     assert "content-encoding" not in request.headers
     assert request.headers["content-length"] == str(len(BODY))
-    (call,) = trial.recorder.transcript.model_calls
+    (call,) = calls_of(trial)
     assert call.request["messages"] == MESSAGE["messages"]
     assert call.status == 200
     assert KEY not in transcript_json(trial)
@@ -353,7 +361,7 @@ def test_a_body_the_proxy_cannot_decode_is_refused_with_415(
     assert answer.status_code == 415
     assert answer.json()["error"]["type"] == "trialkit_proxy"
     assert provider_server.connections == 0
-    assert trial.recorder.transcript.model_calls == []
+    assert calls_of(trial) == []
 
 
 # -- cassettes ----------------------------------------------------------------------------------
@@ -370,7 +378,7 @@ def test_record_then_replay_without_the_upstream(
             streamed = stream.get_final_message()
     assert len(list(folder.rglob("*.json"))) == 2  # "stream": true is in the key
     assert all(KEY not in path.read_text() for path in folder.rglob("*.json"))
-    recorded = [c.response for c in recording.recorder.transcript.model_calls]
+    recorded = [c.response for c in calls_of(recording)]
     provider_server.reset()
     upstreams = {"anthropic": provider_server.url, "openai": provider_server.openai_base_url}
 
@@ -387,7 +395,7 @@ def test_record_then_replay_without_the_upstream(
     assert again.model_dump() == whole.model_dump()
     assert again_streamed.model_dump() == streamed.model_dump()
     assert provider_server.connections == 0
-    calls = trial.recorder.transcript.model_calls
+    calls = calls_of(trial)
     assert all(c.replayed for c in calls)
     assert [c.response for c in calls] == recorded
     assert trial.recorder.fatal is None
@@ -419,7 +427,7 @@ def test_a_replay_miss_is_refused_and_names_the_task(
     assert trial.recorder.fatal.task_id == "capitals"
     assert "capitals" in str(trial.recorder.fatal)
     assert provider_server.connections == 0
-    (call,) = trial.recorder.transcript.model_calls
+    (call,) = calls_of(trial)
     assert call.error is not None and not call.replayed
 
 
@@ -527,11 +535,7 @@ async def test_concurrent_calls_of_four_trials_land_in_their_own_transcripts(
     assert answers == {(i, j): f"trial {i} call {j}" for i in range(4) for j in range(5)}
     assert provider_server.max_in_flight > 1
     for i, trial in enumerate(trials):
-        texts = sorted(
-            c.response["message"]["content"]
-            for c in trial.recorder.transcript.model_calls
-            if c.response
-        )
+        texts = sorted(c.response["message"]["content"] for c in calls_of(trial) if c.response)
         assert texts == [f"trial {i} call {j}" for j in range(5)]
         assert trial.settle(timeout=5)
 
@@ -550,7 +554,7 @@ def test_a_stream_the_agent_closes_early_leaves_the_proxy_serving(
         after = client.messages.create(**MESSAGE)  # type: ignore[call-overload]
     assert text_of(after) == "hi"
     assert trial.settle(timeout=10)
-    calls = trial.recorder.transcript.model_calls
+    calls = calls_of(trial)
     assert len(calls) == 2
     assert calls[-1].response is not None and calls[-1].response["message"]["content"] == "hi"
 
@@ -593,7 +597,7 @@ def test_stop_closes_everything_and_a_new_start_serves_again(
     fresh = open_trial(proxy, provider_server)
     with anthropic_client(fresh) as client:
         assert text_of(client.messages.create(**MESSAGE)) == "hi"  # type: ignore[call-overload]
-    assert len(fresh.recorder.transcript.model_calls) == 1
+    assert len(calls_of(fresh)) == 1
 
 
 def test_the_shared_proxy_runs_while_it_has_users() -> None:
