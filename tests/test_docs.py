@@ -58,6 +58,13 @@ NOT_TRIALKIT_OPTIONS = {
     "--output-format",
     "--verbose",
     "--mcp-config",
+    "--max-turns",  # Claude Code's, and its --permission-mode, --resume; Codex's --json...
+    "--permission-mode",
+    "--resume",
+    "--skip-git-repo-check",
+    "--calls",  # benchmarks/proxy.py --calls, --profile
+    "--profile",
+    "--base-url",  # a made-up agent's, in the guide's example of any other agent
     "--allowed-tools",
 }
 

@@ -165,7 +165,8 @@ def _error_allowance(text: str) -> float:
     "--no-capture",
     is_flag=True,
     help="Do not capture the model calls the agent makes with its own SDK clients (httpx, "
-    "httpx2): only calls through trialkit's models are recorded and replayed.",
+    "httpx2): only calls through trialkit's models, and those of command-line agents through "
+    "the model proxy, are recorded and replayed.",
 )
 @click.option(
     "--offline",
