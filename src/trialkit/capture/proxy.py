@@ -43,6 +43,7 @@ from typing import Any, Final, Literal
 from trialkit.capture.hook import finish_at_close
 from trialkit.models.cassette import CacheMode
 from trialkit.models.context import ModelSettings, calls_as, use_settings
+from trialkit.secrets import register_secret
 from trialkit.transcript import TranscriptRecorder, activate, deactivate
 
 __all__ = ["DEFAULT_UPSTREAMS", "Family", "ModelProxy", "ProxyError", "ProxyTrial", "shared_proxy"]
@@ -79,6 +80,9 @@ _HOP_BY_HOP: Final = frozenset(
         "content-length",
     }
 )
+
+
+_CREDENTIALS: Final = frozenset({b"x-api-key", b"authorization", b"api-key"})
 
 
 class ProxyError(RuntimeError):
@@ -357,6 +361,9 @@ class ModelProxy:
             await _send(conn, writer, 200, [(b"content-type", b"application/json")], b"", head=True)
             return
         headers = [(k.lower(), v) for k, v in request.headers]
+        for key, value in headers:  # any echo of the agent's key is redacted, like an SDK's
+            if key in _CREDENTIALS:
+                register_secret(value.decode("latin-1"))
         try:
             body = _decompressed(body, _header(headers, b"content-encoding"))
         except _Undecodable as exc:
@@ -500,7 +507,7 @@ def _decompressed(body: bytes, encoding: str) -> bytes:
 def _decode(body: bytes, coding: str) -> bytes:
     try:
         if coding in ("gzip", "x-gzip"):
-            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+            return _gunzip(body)
         if coding == "deflate":
             try:
                 return zlib.decompress(body)
@@ -530,9 +537,32 @@ def _zstd(body: bytes) -> bytes:
         raise _Undecodable(
             "the request body is zstd-compressed: pip install zstandard to accept it"
         ) from None
-    reader = zstandard.ZstdDecompressor().stream_reader(body)
-    out = reader.read(MAX_BODY_BYTES + 1)
-    return bytes(out)
+    reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)
+    out: list[bytes] = []  # every frame: a body may be several
+    size = 0
+    while size <= MAX_BODY_BYTES:
+        piece = reader.read(1 << 20)
+        if not piece:
+            break
+        out.append(piece)
+        size += len(piece)
+    return b"".join(out)
+
+
+def _gunzip(body: bytes) -> bytes:
+    """A gzip body, every member of it (a stream may be several, one after another)."""
+    out: list[bytes] = []
+    size = 0
+    while body:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out.append(inflater.decompress(body, MAX_BODY_BYTES + 1 - size))
+        size += len(out[-1])
+        if size > MAX_BODY_BYTES:
+            break
+        if not inflater.eof:
+            raise ValueError("the gzip stream ends early")
+        body = inflater.unused_data
+    return b"".join(out)
 
 
 async def _read_request(conn: Any, reader: asyncio.StreamReader) -> tuple[Any, bytes]:
