@@ -235,3 +235,28 @@ def test_each_trial_has_its_own_home_with_its_files(provider_server: ProviderSer
         agent(files={"a": "b"})
     with pytest.raises(ValueError, match="inside the agent's home"):
         agent(home=True, files={"../escape": "b"})
+
+
+def test_the_proxy_runs_for_the_run_and_stops_with_it(provider_server: ProviderServer) -> None:
+    from trialkit.capture.proxy import shared_proxy
+
+    proxy = shared_proxy()
+    users = proxy._users  # other users in this process (none, unless a test leaked one)
+    seen: list[bool] = []
+
+    def while_running(ctx: object) -> bool:
+        seen.append(proxy.running)
+        return True
+
+    checked = Suite(
+        id="lifetime",
+        harness=agent(server=provider_server),
+        tasks=[
+            Task(id="t", input="anthropic Lima", graders=[graders.predicate("up", while_running)])
+        ],
+    )
+    _, trials, _ = run_trials(checked)
+    assert errors(trials) == [] and seen == [True]
+    assert proxy._users == users
+    if users == 0:
+        assert not proxy.running  # the run's end stopped it: no thread, no port left behind
