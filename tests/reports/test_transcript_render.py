@@ -465,3 +465,34 @@ def test_probe_answers_show_under_their_turn() -> None:
     turn_1 = shown.index("turn 1 ·")
     assert shown.index("probes after this turn: tidy=false items=2") < turn_1
     assert shown.index("probes after this turn: tidy=true items raised OSError: gone") > turn_1
+
+
+def test_what_the_agent_reported_is_shown_beside_the_captured_calls() -> None:
+    trial = errored_trial()
+    captured = ModelCall(
+        model="anthropic/claude-sonnet-4-5",
+        endpoint="POST https://api.anthropic.com/v1/messages",
+        status=200,
+        usage=Usage(input_tokens=8555, output_tokens=2),
+        cost_usd=0.0257,
+    )
+    reported = Usage(input_tokens=8555, output_tokens=7)
+    trial.transcript = Transcript(
+        messages=[Message(role="user", content="Hi"), Message(role="assistant", content="Hello")],
+        model_calls=[captured],
+        turns=[
+            Turn(
+                index=0,
+                input="Hi",
+                output="Hello",
+                reported_usage=reported,
+                reported_cost_usd=0.0518,
+            )
+        ],
+    )
+
+    lines = [line.strip() for line in render(render_trial, trial).splitlines()]
+
+    call = next(i for i, line in enumerate(lines) if line.startswith("model call"))
+    said = "the agent reported 8,555 in / 7 out · $0.0518 (not counted: the calls above are)"
+    assert said in lines and lines.index(said) > call

@@ -247,9 +247,20 @@ def _turn(view: TurnView, full: bool) -> list[RenderableType]:
     lines += _replies(view, full)
     for call in view.model_calls:
         lines.append(indented(_model_call(call), 2))
+    if view.turn is not None and (view.turn.reported_usage or view.turn.reported_cost_usd):
+        lines.append(indented(_reported(view.turn), 2))
     if view.turn is not None and (view.turn.probes or view.turn.probe_errors):
         lines.append(indented(_probes(view.turn), 2))
     return lines
+
+
+def _reported(turn: Turn) -> Text:
+    """What the agent said its calls took, beside the captured calls above (not counted)."""
+    parts = [_usage(turn.reported_usage)] if turn.reported_usage is not None else []
+    if turn.reported_cost_usd is not None:
+        parts.append(f.cost(turn.reported_cost_usd))
+    said = " · ".join(parts)
+    return Text(f"the agent reported {said} (not counted: the calls above are)", style="dim")
 
 
 def _probes(turn: Turn) -> Text:
