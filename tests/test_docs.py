@@ -62,8 +62,10 @@ NOT_TRIALKIT_OPTIONS = {
     "--permission-mode",
     "--resume",
     "--skip-git-repo-check",
-    "--calls",  # benchmarks/proxy.py --calls, --profile
+    "--calls",  # benchmarks/proxy.py --calls, --profile, --latency, --no-plain
     "--profile",
+    "--latency",
+    "--no-plain",
     "--base-url",  # a made-up agent's, in the guide's example of any other agent
     "--allowed-tools",
 }
