@@ -116,6 +116,13 @@ async def run_command(
     )
 
 
+_INSTALL = {
+    "claude": "Claude Code: npm install -g @anthropic-ai/claude-code",
+    "codex": "Codex: npm install -g @openai/codex",
+}
+"""How to install the command-line agents the presets run, for the error when one is missing."""
+
+
 def _spawn(
     argv: list[str], cwd: Path, env: dict[str, str], *, with_stdin: bool
 ) -> subprocess.Popen[bytes]:
@@ -133,7 +140,12 @@ def _spawn(
     except OSError as exc:
         hint = ""
         if isinstance(exc, FileNotFoundError):
-            hint = " (is it installed and on PATH?)"
+            known = _INSTALL.get(os.path.basename(argv[0]))
+            hint = (
+                f" (is it installed and on PATH? {known})"
+                if known
+                else (" (is it installed and on PATH?)")
+            )
         elif exc.errno == errno.E2BIG:
             hint = " (the input is too long for an argument: use stdin=True)"
         raise AgentStartError(
