@@ -109,7 +109,6 @@ class ProxyTrial:
     settings: ModelSettings
     upstreams: dict[str, str]
     in_flight: int = 0
-    refused: list[str] = field(default_factory=list)
     _idle: threading.Condition = field(default_factory=threading.Condition)
 
     @property
@@ -137,7 +136,7 @@ class ProxyTrial:
         self.proxy.forget(self)
 
     @contextlib.contextmanager
-    def _serving(self) -> Iterator[None]:
+    def serving(self) -> Iterator[None]:
         with self._idle:
             self.in_flight += 1
         try:
@@ -377,7 +376,7 @@ class ModelProxy:
             and k not in (b"content-encoding", b"accept-encoding")
         ]
         forward.append((b"accept-encoding", b"identity"))
-        with trial._serving():
+        with trial.serving():
             await self._forward(conn, writer, trial, method, url, forward, body)
 
     async def _forward(

@@ -188,7 +188,7 @@ class SubprocessAgent(Harness):
             self._proxy_pid = 0
             await anyio.to_thread.run_sync(shared_proxy().release)
 
-    def _open_proxy(self, recorder: TranscriptRecorder, env: Mapping[str, str]) -> ProxyTrial:
+    def _open_proxy(self, recorder: TranscriptRecorder) -> ProxyTrial:
         """This trial's way into the process's model proxy (started with the first trial)."""
         from trialkit.capture.proxy import shared_proxy
 
@@ -238,7 +238,7 @@ class _CommandSession(Session):
             self._owned.append(self.home)
         self.proxy: ProxyTrial | None = None
         if agent.proxy and self.recorder is not None:
-            self.proxy = agent._open_proxy(self.recorder, agent.env)
+            self.proxy = agent._open_proxy(self.recorder)
             self._base_substitutions = list(self.recorder.substitutions)
 
     async def send(self, message: str | list[Message]) -> Reply:
@@ -263,9 +263,9 @@ class _CommandSession(Session):
     async def _run_turn(self, turn: int, text: str, url: str | None) -> Reply:
         if url is not None and self.mcp_config is not None:
             _write_private(self.mcp_config, _mcp_config(url))
-        env = self._env(turn, url)
-        self._normalise(env)
         values = self._values(text, url)
+        env = self._env(turn, url, values)
+        self._normalise(env)
         if self.home is not None:
             for file_name, template in self.agent.files.items():
                 target = self.home / file_name
@@ -319,9 +319,8 @@ class _CommandSession(Session):
             argv.append(text)
         return argv
 
-    def _env(self, turn: int, url: str | None) -> dict[str, str]:
+    def _env(self, turn: int, url: str | None, values: Mapping[str, str]) -> dict[str, str]:
         env = {**os.environ}
-        values = self._values("", url)
         env.update({key: _fill(value, values) for key, value in self.agent.env.items()})
         env.update(
             TRIALKIT_WORKSPACE=str(self.cwd),
