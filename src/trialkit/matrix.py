@@ -11,15 +11,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from trialkit.progress import Progress
 from trialkit.report import Report
 from trialkit.runner import Runner
+from trialkit.settings import RunSettings
 from trialkit.task import Suite
 from trialkit.trial import Trial
+
+if TYPE_CHECKING:
+    from trialkit.store import Store
 
 __all__ = ["check_models_runs", "run_models"]
 
@@ -44,8 +48,8 @@ async def run_models(
     suite: Suite,
     models: Sequence[str],
     *,
-    concurrency: int = 10,
-    name: str | None = None,
+    settings: RunSettings | None = None,
+    store: Store | str | None = None,
     progress: Progress | None = None,
     **options: Any,
 ) -> list[Report]:
@@ -53,12 +57,12 @@ async def run_models(
 
     Each run uses the model as the suite's model (a task that names its own model keeps it) and
     gets `concurrency / len(models)` workers (at least one). Runs are named `name@model`, or
-    `suite-id@model`. `options` are the other `Runner` options (store, trials, cassette, ...).
-    Judges that name no model use `judge_model`, else the suite's own model when it names one
-    by id; give one so the same judge grades every model.
+    `suite-id@model`. `settings` (or its fields as `options`) are the other options of each
+    run (trials, cassette, ...). Judges that name no model use `judge_model`, else the suite's
+    own model when it names one by id; give one so the same judge grades every model.
     """
     runners = check_models_runs(
-        suite, models, concurrency=concurrency, name=name, progress=progress, **options
+        suite, models, settings=settings, store=store, progress=progress, **options
     )
     reports: list[Report | None] = [None] * len(models)
 
@@ -81,8 +85,8 @@ def check_models_runs(
     suite: Suite,
     models: Sequence[str],
     *,
-    concurrency: int = 10,
-    name: str | None = None,
+    settings: RunSettings | None = None,
+    store: Store | str | None = None,
     progress: Progress | None = None,
     **options: Any,
 ) -> list[Runner]:
@@ -92,16 +96,20 @@ def check_models_runs(
         raise ValueError(f"--models needs at least two models, got {len(models)}")
     if len(set(models)) != len(models):
         raise ValueError("--models: a model is listed twice")
-    share = max(1, math.ceil(concurrency / len(models)))
-    if options.get("judge_model") is None and isinstance(suite.model, str):
-        options["judge_model"] = suite.model  # one judge for every run, not each model itself
+    settings = settings or RunSettings()
+    if options:
+        settings = settings.replace(**options)
+    share = max(1, math.ceil(settings.concurrency / len(models)))
+    if settings.judge_model is None and isinstance(suite.model, str):
+        # one judge for every run, not each model itself
+        settings = settings.replace(judge_model=suite.model)
     runners = [
         Runner(
-            concurrency=share,
-            name=f"{name or suite.id}@{model}",
-            model=model,
+            settings.replace(
+                concurrency=share, name=f"{settings.name or suite.id}@{model}", model=model
+            ),
+            store=store,
             progress=_Shared(progress) if progress is not None else None,
-            **options,
         )
         for model in models
     ]

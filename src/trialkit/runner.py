@@ -13,13 +13,14 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 import anyio.to_thread
 
 from trialkit._errors import RunFailed, find
 from trialkit._gc import fewer_collections
+from trialkit._sync import run_blocking
 from trialkit._writer import TrialWriter
 from trialkit.adaptive import Adaptive, AdaptiveQueue
 from trialkit.environments.base import NO_ENVIRONMENT
@@ -44,16 +45,14 @@ from trialkit.report import (
 )
 from trialkit.run_trial import PlannedTask, TrialRunner, model_name
 from trialkit.score import Verdict
-from trialkit.task import Suite, SuiteError, Task, timeout_problem, trials_problem
+from trialkit.settings import RunSettings
+from trialkit.task import Suite, SuiteError, Task
 from trialkit.trial import Trial
 
 if TYPE_CHECKING:
     from trialkit.exporters.base import Exporter
-    from trialkit.models.cassette import Cassette
     from trialkit.progress import Progress
     from trialkit.store import Store
-
-DEFAULT_CONCURRENCY = 10
 
 
 class EmptySelection(SuiteError):
@@ -70,7 +69,7 @@ RunTrial: TypeAlias = Callable[[PlannedTask, int], Awaitable[Trial]]
 
 
 class Runner:
-    """Runs suites. Options given here override the suite's (like the CLI flags do).
+    """Runs suites. Its `RunSettings` override the suite's options (like the CLI flags do).
 
     `store` is a `Store` or a store URL / SQLite path; without one nothing is kept.
     `workers` > 1 runs the trials in that many child processes (see `trialkit.executors`);
@@ -82,91 +81,70 @@ class Runner:
 
     def __init__(
         self,
+        settings: RunSettings | None = None,
         *,
         store: Store | str | None = None,
-        concurrency: int = DEFAULT_CONCURRENCY,
-        trials: int | None = None,
-        timeout: float | None = None,
-        task_ids: Sequence[str] = (),
-        tags: Sequence[str] = (),
-        name: str | None = None,
         harness: Any = None,
         progress: Progress | None = None,
-        model: str | None = None,
-        judge_model: str | None = None,
-        cassette: Cassette | None = None,
-        retry: RetryPolicy | None = None,
-        max_cost: float | None = None,
         exporters: Sequence[Exporter] = (),
-        adaptive: Adaptive | None = None,
-        workers: int | None = None,
-        executor: Literal["local", "ray"] = "local",
-        min_pass_rate: float | None = None,
-        fail_on_error: float = 0,
-        capture: bool = True,
-        offline: bool = False,
+        **options: Any,
     ) -> None:
-        if adaptive is not None and trials is not None:
-            raise ValueError("give either trials or adaptive, not both")
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        if workers is not None and workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        if executor not in ("local", "ray"):
-            raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
-        elsewhere = executor == "ray" or (workers or 1) > 1
-        if elsewhere and harness is not None:
+        """`settings` (or the same fields as keyword `options`; both: the options win)."""
+        if settings is None:
+            settings = RunSettings(**options)
+        elif options:
+            settings = settings.replace(**options)
+        if settings.elsewhere and harness is not None:
             raise ValueError(
                 "a harness given to the Runner cannot be sent to worker processes or Ray "
                 "actors: put it on the suite, or run in this process"
             )
-        # SuiteError (a ValueError): the command line shows it as one line, exit 2
-        if trials is not None and (problem := trials_problem(trials)) is not None:
-            raise SuiteError(f"trials (the run's override): {problem}")
-        if timeout is not None and (problem := timeout_problem(timeout)) is not None:
-            raise SuiteError(f"timeout (the run's override): {problem}")
-        if max_cost is not None and not max_cost > 0:
-            raise ValueError(f"max_cost must be > 0 dollars, got {max_cost}")
         if isinstance(store, str):
             from trialkit.store import Store, resolve_store_url
 
             store = Store(resolve_store_url(store))
+        self.options = settings
+        """The settings this runner was made with."""
         self.store = store
-        self.concurrency = concurrency
-        self.trials = trials
-        self.timeout = timeout
-        self.task_ids = tuple(task_ids)
-        self.tags = tuple(tags)
-        self.name = name
+        self.concurrency = settings.concurrency
+        self.trials = settings.trials
+        self.timeout = settings.timeout
+        self.task_ids = settings.task_ids
+        self.tags = settings.tags
+        self.name = settings.name
         self.harness_override = harness
         self.progress = progress
-        self.model = model
+        self.model = settings.model
         self.settings = ModelSettings(
-            cassette=cassette,
-            retry=retry or RetryPolicy(),
-            default_model=model,
-            judge_model=judge_model,
-            capture=capture,
-            offline=offline,
+            cassette=settings.cassette,
+            retry=settings.retry or RetryPolicy(),
+            default_model=settings.model,
+            judge_model=settings.judge_model,
+            capture=settings.capture,
+            offline=settings.offline,
         )
-        self.max_cost = max_cost
-        self.gate = {"min_pass_rate": min_pass_rate, "fail_on_error": fail_on_error}
+        self.max_cost = settings.max_cost
+        self.gate = {
+            "min_pass_rate": settings.min_pass_rate,
+            "fail_on_error": settings.fail_on_error,
+        }
         """The thresholds of `Report.gate()`, kept with the run so every report of it (even one
         written later by `trialkit report`) states the same verdict."""
-        self.adaptive = adaptive
+        self.adaptive = settings.adaptive
         """Sample each task only while it is undecided (see `trialkit.adaptive`)."""
+        executor = settings.executor
         self.executor = executor
         """Where trials run: `local` (this process, or worker processes) or `ray`."""
-        self.ray_actors = workers if executor == "ray" else None
+        self.ray_actors = settings.workers if executor == "ray" else None
         """Ray actors to start; None: one per CPU of the cluster."""
-        self.workers = 1 if executor == "ray" or workers is None else workers
+        self.workers = 1 if executor == "ray" or settings.workers is None else settings.workers
         """Processes that run trials; 1 runs them in this process."""
         self.exporters = list(exporters)
         self.export_errors: list[str] = []
+        """Exporter hooks that raised, one line each: an exporter never stops a run."""
         self.notices: list[str] = []
         """What a user should know after a run that is not an error (a `record` run that
         recorded nothing), one line each."""
-        """Exporter hooks that raised, one line each: an exporter never stops a run."""
         self.last_run: RunInfo | None = None
         """The run being (or last) run, so a caller can name it after an interruption."""
         self.finished = 0
@@ -297,6 +275,7 @@ class Runner:
                 "max_cost": self.max_cost,
                 "gate": self.gate,
                 "cache": self._cache_config(),
+                **({"source": dataclasses.asdict(suite.source)} if suite.source else {}),
                 **({"workers": self.workers} if self.workers > 1 else {}),
                 **({"executor": "ray"} if self.executor == "ray" else {}),
                 **self._adaptive_config(),
@@ -595,12 +574,17 @@ def _machinery_failure(exc: BaseException) -> Exception | None:
 def run_sync(
     suite: Suite, *, resume: str | None = None, retry_errors: bool = False, **options: Any
 ) -> Report:
-    """Run `suite` and return its report; `options` are those of `Runner`.
+    """Run `suite` and return its report; `options` are those of `Runner` (a `RunSettings`
+    as `settings=`, or its fields).
 
-    `resume` finishes a stored run (give `store=` too); see `Runner.run`.
+    `resume` finishes a stored run (give `store=` too); see `Runner.run`. Called where an event
+    loop is running already (an async test, a Jupyter notebook), the suite runs on a loop of
+    its own in a worker thread and this call waits for it.
     """
     runner = Runner(**options)
-    return anyio.run(functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors))
+    return run_blocking(
+        functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors)
+    )
 
 
 def _nothing_recorded(root: Path, capture: bool) -> str:

@@ -311,7 +311,7 @@ class Suite:
 
         chosen = self.tasks
         if task_ids:
-            chosen = [t for t in chosen if any(fnmatchcase(t.id, p) for p in task_ids)]
+            chosen = [t for t in chosen if any(t.id == p or fnmatchcase(t.id, p) for p in task_ids)]
         if tags:
             chosen = [t for t in chosen if set(t.tags) & set(tags)]
         return chosen

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import click
 
 from trialkit.cli._common import fail
@@ -23,23 +22,21 @@ def run_matrix(
     suite: Any,
     models: list[str],
     *,
-    concurrency: int,
-    name: str | None,
+    settings: Any,
+    store: Any,
     progress: Any,
-    options: dict[str, Any],
     console: Any,
 ) -> int:
     """Run the suite for each model; print the matrix and one verdict line per run; the exit
     code: 3 if any run errored past the allowance, else 1 if any gate failed, else 0."""
     from rich.text import Text
 
+    from trialkit._sync import run_blocking
     from trialkit.matrix import run_models
     from trialkit.reports._table import print_line
 
-    reports = anyio.run(
-        lambda: run_models(
-            suite, models, concurrency=concurrency, name=name, progress=progress, **options
-        )
+    reports = run_blocking(
+        lambda: run_models(suite, models, settings=settings, store=store, progress=progress)
     )
     if console is not None:
         _print_matrix(reports, models, console)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
-from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
-import anyio
 import click
 
 from trialkit._errors import RunFailed
+from trialkit._sync import run_blocking
 from trialkit.cli._common import (
     EXIT_INTERRUPTED,
     EXIT_RUN_FAILED,
@@ -24,53 +23,15 @@ from trialkit.cli._common import (
     write_output,
 )
 from trialkit.cli._matrix import parse_models, run_matrix
+from trialkit.settings import RunSettings, SettingsError
 
 
-def _fraction(text: str, option: str) -> float:
-    raw = text.strip()
+def parse_settings(**options: Any) -> RunSettings:
+    """The run's settings from the options as typed; a bad value is one line, exit 2."""
     try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        fail(f"{option}: expected a number like 0.8 or 80%, got {text!r}")
-    if not 0 <= value <= 1:
-        fail(f"{option}: must be between 0 and 1 (or 0% and 100%), got {text!r}")
-    return value
-
-
-def trials_option(
-    trials: str | None, max_trials: int | None, precision: float | None
-) -> tuple[int | None, Any]:
-    """`--trials N` or `--trials auto` (with --max-trials, --precision): a count or a policy."""
-    if trials is not None and trials.strip().lower() == "auto":
-        from trialkit.adaptive import Adaptive
-
-        policy = Adaptive()
-        return None, Adaptive(max_trials=max_trials, precision=precision or policy.precision)
-    for flag, given in (("--max-trials", max_trials), ("--precision", precision)):
-        if given is not None:
-            fail(f"{flag} goes with --trials auto")
-    if trials is None:
-        return None, None
-    try:
-        count = int(trials)
-    except ValueError:
-        fail(f"--trials: expected a whole number >= 1 or auto, got {trials!r}")
-    if count < 1:
-        fail(f"--trials: expected a whole number >= 1 or auto, got {trials!r}")
-    return count, None
-
-
-def _error_allowance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        fail(f"--fail-on-error: expected a count (e.g. 2) or a fraction (e.g. 0.05), got {text!r}")
-    if value < 0 or (value >= 1 and not value.is_integer()):
-        fail(
-            f"--fail-on-error: expected a whole count >= 0 or a fraction between 0 and 1, "
-            f"got {text!r}"
-        )
-    return value
+        return RunSettings.parse(**options)
+    except SettingsError as exc:
+        fail(str(exc))
 
 
 @click.command("run")
@@ -294,33 +255,33 @@ def run_command(
     from trialkit.reports import render_terminal
     from trialkit.runner import Runner
 
-    trial_count, adaptive = trials_option(trials, max_trials, precision)
-    min_rate = _fraction(min_pass_rate, "--min-pass-rate") if min_pass_rate else None
-    allowance = _error_allowance(fail_on_error)
-    cassette = _cassette(cache_dir, cache_mode)
+    settings = parse_settings(
+        trials=trials,
+        max_trials=max_trials,
+        precision=precision,
+        cache=cache_dir,
+        cache_mode=cache_mode,
+        min_pass_rate=min_pass_rate,
+        fail_on_error=fail_on_error,
+        concurrency=concurrency,
+        timeout=timeout,
+        task_ids=task_ids,
+        tags=tags,
+        name=name,
+        model=model,
+        judge_model=judge_model,
+        capture=not no_capture,
+        offline=offline,
+        max_cost=max_cost,
+        workers=workers,
+        executor=executor,
+    )
     suite = _load(target, model, click.get_current_context())
     console = stdout_console()
     err_console = _stderr_console()
     progress: Progress | None = None
     if not (no_progress or quiet):
         progress = progress_for(err_console)
-    options: dict[str, Any] = {
-        "store": None,  # opened once the run is known to be able to work: see below
-        "trials": trial_count,
-        "adaptive": adaptive,
-        "timeout": timeout,
-        "task_ids": task_ids,
-        "tags": tags,
-        "judge_model": judge_model,
-        "cassette": cassette,
-        "capture": not no_capture,
-        "offline": offline,
-        "max_cost": max_cost,
-        "workers": workers,
-        "executor": executor,
-        "min_pass_rate": min_rate,
-        "fail_on_error": allowance,
-    }
     if models is not None:
         refused = [
             flag
@@ -343,41 +304,24 @@ def run_command(
         from trialkit.matrix import check_models_runs
 
         chosen = parse_models(models)
-        check_models_runs(suite, chosen, concurrency=concurrency, name=name, **options)
-        options["store"] = store = open_store(store_url, create=True)
+        check_models_runs(suite, chosen, settings=settings)
+        store = open_store(store_url, create=True)
         try:
             code = run_matrix(
                 suite,
                 chosen,
-                concurrency=concurrency,
-                name=name,
+                settings=settings,
+                store=store,
                 progress=progress,
-                options=options,
                 console=None if quiet else console,
             )
         finally:
             store.close()
         sys.exit(code)
     runner = Runner(
-        concurrency=concurrency,
-        trials=trial_count,
-        adaptive=adaptive,
-        timeout=timeout,
-        task_ids=task_ids,
-        tags=tags,
-        name=name,
+        settings,
         progress=progress,
-        model=model,
-        judge_model=judge_model,
-        cassette=cassette,
-        capture=not no_capture,
-        offline=offline,
-        max_cost=max_cost,
         exporters=_exporters(trace_jsonl, include_content),
-        workers=workers,
-        executor=cast(Literal["local", "ray"], executor),
-        min_pass_rate=min_rate,
-        fail_on_error=allowance,
     )
     if retry_errors and resume_ref is None:
         fail("--retry-errors needs --resume RUN")
@@ -390,7 +334,7 @@ def run_command(
         store.close()
         raise
     try:
-        report = anyio.run(
+        report = run_blocking(
             functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors)
         )
     except KeyboardInterrupt:
@@ -445,19 +389,6 @@ def _exporters(trace_jsonl: str | None, include_content: bool) -> list[Any]:
     from trialkit.exporters import JsonlExporter
 
     return [JsonlExporter(trace_jsonl, include_content=include_content)]
-
-
-def _cassette(cache_dir: str | None, cache_mode: str | None) -> Any:
-    from trialkit.models.cassette import CacheMode, Cassette
-
-    mode = CacheMode(cache_mode) if cache_mode else (CacheMode.AUTO if cache_dir else None)
-    if mode is None or mode is CacheMode.LIVE:
-        return None
-    if cache_dir is None:
-        fail(f"--cache-mode {mode.value} needs --cache DIR (the cassette folder)")
-    if mode is CacheMode.REPLAY and not Path(cache_dir).is_dir():
-        fail(f"--cache {cache_dir}: no such folder to replay from")
-    return Cassette(cache_dir, mode)
 
 
 def _stderr_console() -> Any:

@@ -1,0 +1,41 @@
+"""Run async work from sync code, whether or not this thread already runs an event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+import anyio.from_thread
+import sniffio
+
+T = TypeVar("T")
+
+
+def in_event_loop() -> bool:
+    """Whether this thread is running an event loop (an async test, a Jupyter cell)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return True
+    try:
+        sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+    return True
+
+
+def run_blocking(work: Callable[[], Awaitable[T]]) -> T:
+    """Run `work` to its end and return what it returns.
+
+    On this thread when it runs no event loop; otherwise on a loop of its own in a worker
+    thread, waiting for it (a loop cannot be run inside another). An interruption (Ctrl-C)
+    while waiting cancels the work, which then stores what finished, as it does on this thread.
+    """
+    if not in_event_loop():
+        return anyio.run(work)
+    with anyio.from_thread.start_blocking_portal(name="trialkit-run") as portal:
+        return portal.call(work)
