@@ -6,10 +6,13 @@ The JSON form of `Report` is a documented, versioned format (see docs/file-forma
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
 from types import EllipsisType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AwareDatetime, Field
 
@@ -20,6 +23,9 @@ from trialkit.score import Score, Verdict
 from trialkit.task import SuiteKind
 from trialkit.transcript import Usage
 from trialkit.trial import Trial, TrialStatus
+
+if TYPE_CHECKING:
+    from trialkit.task import Task
 
 REPORT_SCHEMA_VERSION = 1
 OUTPUT_PREVIEW_CHARS = 4000
@@ -66,6 +72,8 @@ class TrialResult(Record):
     """The agent raised or reported failure."""
     error: ErrorInfo | None = None
     duration_s: float = 0.0
+    started_at: AwareDatetime | None = None
+    """When the trial started (`null` in reports written before it was recorded)."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens of the agent's model calls."""
     grader_usage: Usage = Field(default_factory=Usage)
@@ -91,6 +99,7 @@ class TrialResult(Record):
                 failed=trial.outcome.failed,
                 error=trial.error,
                 duration_s=trial.duration_s,
+                started_at=trial.started_at,
                 usage=trial.usage,
                 grader_usage=trial.grader_usage,
                 cost_usd=trial.cost_usd,
@@ -105,6 +114,11 @@ class TaskReport(Record):
     """`capability` or `regression`: what decided this task's verdict."""
     expect: Literal["success", "failure"] = "success"
     tags: list[str] = Field(default_factory=list)
+    file: str | None = None
+    """The file that defines the task (relative to the run's working directory when under
+    it): its suite file, a dataset file for a generated task, or Python source."""
+    line: int | None = None
+    """The line of `file` where the task is defined."""
     verdict: Verdict
     trials: int
     passed: int
@@ -123,6 +137,9 @@ class TaskReport(Record):
     mean_score: float | None = None
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
+    wall_s: float | None = None
+    """Seconds from the start of its first trial to the end of its last (trials of a task run
+    side by side, so this is less than their durations added up); `null` when unknown."""
     usage: Usage = Field(default_factory=Usage)
     """Agent tokens summed over this task's trials."""
     grader_usage: Usage = Field(default_factory=Usage)
@@ -263,6 +280,35 @@ class TaskPlan(Record):
     kind: SuiteKind
     expect: Literal["success", "failure"] = "success"
     tags: list[str] = Field(default_factory=list)
+    file: str | None = None
+    """Where the task is defined (see `TaskReport.file`)."""
+    line: int | None = None
+
+    @classmethod
+    def of(cls, task: Task, kind: SuiteKind) -> TaskPlan:
+        """The plan of `task`, with its source location (`Task.source`) as `shown_path` gives
+        it."""
+        file, line = (None, None) if task.source is None else task.source
+        return cls(
+            id=task.id,
+            kind=kind,
+            expect=task.expect,
+            tags=task.tags,
+            file=None if file is None else shown_path(file),
+            line=line,
+        )
+
+
+def shown_path(file: str) -> str:
+    """`file` relative to the working directory when it is under it (with `/` separators, as
+    CI annotations want), else as given."""
+    path = Path(file)
+    if path.is_absolute():
+        try:
+            return path.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return file
+    return path.as_posix() if os.sep != "/" else file
 
 
 def task_verdict(kind: SuiteKind, verdicts: Sequence[Verdict]) -> Verdict:
@@ -315,6 +361,8 @@ class TaskTotals:
     grader_cost_usd: float | None
     measures: Measures
     pending: int = 0  # trials with a check waiting for a human reviewer
+    first_start: datetime | None = None  # of any trial
+    last_end: datetime | None = None  # started_at + duration_s, the latest of any trial
 
 
 def measures_of(results: Sequence[TrialResult]) -> Measures:
@@ -337,7 +385,24 @@ def totals_of(results: Sequence[TrialResult]) -> TaskTotals:
         grader_cost_usd=add_costs(*[r.grader_cost_usd for r in results]),
         measures=measures_of(results),
         pending=sum(any(s.pending for s in r.scores) for r in results),
+        **wall_span((r.started_at, r.duration_s) for r in results),
     )
+
+
+def wall_span(
+    trials: Iterable[tuple[datetime | None, float]],
+) -> dict[str, datetime | None]:
+    """`first_start` and `last_end` of trials given as (started_at, duration_s); both `None`
+    when any start is unknown."""
+    first: datetime | None = None
+    last: datetime | None = None
+    for started, duration in trials:
+        if started is None:
+            return {"first_start": None, "last_end": None}
+        end = started + timedelta(seconds=duration)
+        first = started if first is None or started < first else first
+        last = end if last is None or end > last else last
+    return {"first_start": first, "last_end": last}
 
 
 def listed_results(
@@ -367,6 +432,8 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
         kind=plan.kind,
         expect=plan.expect,
         tags=plan.tags,
+        file=plan.file,
+        line=plan.line,
         verdict=task_verdict(plan.kind, [v for v, n in counts if n]),
         trials=trials,
         passed=passed,
@@ -382,6 +449,7 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
         mean_score=totals.measures.mean_score,
         latency_p50_s=totals.measures.latency_p50_s,
         latency_p95_s=totals.measures.latency_p95_s,
+        wall_s=_wall_seconds(totals),
         usage=totals.usage,
         grader_usage=totals.grader_usage,
         cost_usd=totals.cost_usd,
@@ -389,6 +457,12 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
         results=results,
         results_omitted=trials - len(results),
     )
+
+
+def _wall_seconds(totals: TaskTotals) -> float | None:
+    if totals.first_start is None or totals.last_end is None:
+        return None
+    return (totals.last_end - totals.first_start).total_seconds()
 
 
 def reported_ks(n: int) -> list[int]:

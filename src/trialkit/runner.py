@@ -282,12 +282,7 @@ class Runner:
             },
         )
         suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
-        plans = [
-            TaskPlan(
-                id=p.task.id, kind=suite.task_kind(p.task), expect=p.task.expect, tags=p.task.tags
-            )
-            for p in planned
-        ]
+        plans = [TaskPlan.of(p.task, suite.task_kind(p.task)) for p in planned]
         store = self.store
 
         async def create() -> None:

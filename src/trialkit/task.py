@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from trialkit.transcript import Message
@@ -119,9 +122,19 @@ class Task:
     """Queries of the world run after each user turn (sync or async, given the environment's
     world); each answer is recorded in that turn of the transcript (`Turn.probes`), so a
     grader can tell *when* something became true (`graders.probe`). Added to the suite's."""
+    source: tuple[str, int] | None = field(default=None, compare=False, repr=False)
+    """Where the task is defined: `(file, line)`. A suite file's loader sets the task's place
+    in the file (a dataset row's line for a generated task); a `Task` built in Python records
+    the line of the code that built it. Reports, annotations and JUnit point there."""
 
     def __post_init__(self) -> None:
         where = f"task {self.id!r}"
+        if self.source is None:
+            self.source = _caller_location()
+        elif not _is_location(self.source):
+            raise SuiteError(f"{where}: source: expected (file, line >= 1), got {self.source!r}")
+        else:
+            self.source = (os.fspath(self.source[0]), int(self.source[1]))
         if (problem := id_problem(self.id)) is not None:
             raise SuiteError(f"{_named('task', self.id)}: id: {problem}")
         try:
@@ -165,6 +178,32 @@ class Task:
             return first
         users = [m.content for m in first if m.role == "user"]
         return users[-1] if users else first[-1].content
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _caller_location() -> tuple[str, int] | None:
+    """The file and line of the first frame outside trialkit (and outside generated code such
+    as a dataclass's `__init__`): the user code that built the task."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not os.path.abspath(name).startswith(_PACKAGE_DIR):
+            return name, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def _is_location(value: object) -> bool:
+    return (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and isinstance(value[0], str | os.PathLike)
+        and isinstance(value[1], int)
+        and not isinstance(value[1], bool)
+        and value[1] >= 1
+    )
 
 
 _ID_FORBIDDEN = re.compile(r"[/#\x00-\x1f\x7f-\x9f]")

@@ -31,6 +31,7 @@ from trialkit.report import (
     build_report,
     build_task_report,
     task_report,
+    wall_span,
 )
 from trialkit.score import Verdict
 from trialkit.store import rows
@@ -60,6 +61,7 @@ def _result_columns() -> Select[Any]:
         trials.c.failed,
         trials.c.error,
         trials.c.duration_s,
+        trials.c.started_at,
         trials.c.usage,
         trials.c.cost_usd,
         trials.c.grader_usage,
@@ -97,7 +99,7 @@ def load_report(
             tasks.append(build_task_report(plan, small.get(plan.id, []), max_results=max_results))
             continue
         task = _big_task_totals(conn, run.id, plan.id, totals[plan.id], scored.get(plan.id))
-        task = replace(task, pending=pending.get(plan.id, 0))
+        task = replace(task, pending=pending.get(plan.id, 0), **_wall_span(conn, run.id, plan.id))
         tasks.append(task_report(plan, task, _listed(conn, run.id, plan.id, max_results)))
     n = sum(totals[plan.id].trials for plan in plans if plan.id in totals)
     measures = _run_measures(conn, run.id, n, planned, unplanned, scored)
@@ -270,6 +272,16 @@ def _listed(conn: Connection, run_id: str, task_id: str, max_results: int) -> li
         return []
     query = _result_columns().where(*_task(run_id, task_id), trials.c.idx.in_(keys))
     return sorted(_results(conn, query, run_id).get(task_id, []), key=lambda r: r.trial)
+
+
+def _wall_span(conn: Connection, run_id: str, task_id: str) -> dict[str, Any]:
+    """`first_start` and `last_end` of a task's trials, from the two narrow columns."""
+    query = select(trials.c.started_at, trials.c.duration_s).where(*_task(run_id, task_id))
+    what = f"run {run_id!r}, task {task_id!r}"
+    return wall_span(
+        (rows.decode_column(what, row, "started_at", rows.load_datetime), row.duration_s)
+        for row in conn.execute(query)
+    )
 
 
 def _task(run_id: str, task_id: str) -> list[ColumnElement[bool]]:

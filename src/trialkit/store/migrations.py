@@ -300,6 +300,14 @@ def m006_labels(conn: Connection) -> None:
         conn.execute(mark, marked)
 
 
+def m007_task_source(conn: Connection) -> None:
+    """Where each planned task is defined: `run_tasks.file` and `run_tasks.line` (for CI
+    annotations and JUnit). Rows written before stay NULL in both."""
+    run_tasks = Table("run_tasks", MetaData(), Column("file", Text), Column("line", Integer))
+    for column in run_tasks.columns:
+        conn.exec_driver_sql(add_column_sql(conn.dialect, column))
+
+
 def add_column_sql(dialect: Dialect, column: Column[Any]) -> str:
     """`ALTER TABLE … ADD COLUMN …`, which SQLite and PostgreSQL both run in place for a
     nullable column, or a NOT NULL one with a constant default; the column is rendered by the
@@ -318,6 +326,7 @@ MIGRATIONS: Sequence[Migration] = (
     m004_packed_payloads,
     m005_report_indexes,
     m006_labels,
+    m007_task_source,
 )
 """Every migration, in the order they apply. Append only."""
 

@@ -146,6 +146,8 @@ def task_rows(run_id: str, plans: Sequence[TaskPlan]) -> list[dict[str, Any]]:
             "kind": plan.kind.value,
             "expect": plan.expect,
             "tags": _TAGS.dump_json(plan.tags).decode(),
+            "file": plan.file,
+            "line": plan.line,
         }
         for position, plan in enumerate(plans)
     ]
@@ -189,7 +191,14 @@ def task_plan(row: StoredRow) -> TaskPlan:
     tags = decode_column(what, row, "tags", load_tags)
     with decoding(what):
         return TaskPlan.model_validate(
-            {"id": row.task_id, "kind": row.kind, "expect": row.expect, "tags": tags}
+            {
+                "id": row.task_id,
+                "kind": row.kind,
+                "expect": row.expect,
+                "tags": tags,
+                "file": row.file,
+                "line": row.line,
+            }
         )
 
 
@@ -326,7 +335,7 @@ def trial_result(row: StoredRow, run_id: str | None = None) -> TrialResult:
     """A report's view of a trial; `row.output` may hold only the start of the output."""
     what = trial_label(row, run_id)
     output = preview_output(row.output)
-    fields = {
+    fields: dict[str, Any] = {
         "verdict": decode_column(what, row, "verdict", Verdict),
         "status": decode_column(what, row, "status", TrialStatus),
         "scores": decode_column(what, row, "scores", _SCORES.validate_json),
@@ -334,6 +343,8 @@ def trial_result(row: StoredRow, run_id: str | None = None) -> TrialResult:
         "usage": decode_column(what, row, "usage", Usage.model_validate_json),
         "grader_usage": decode_column(what, row, "grader_usage", load_grader_usage),
     }
+    if "started_at" in row._mapping:
+        fields["started_at"] = decode_column(what, row, "started_at", load_datetime)
     with decoding(what):
         return TrialResult(
             trial=row.idx,

@@ -84,6 +84,9 @@ run_tasks = Table(
     Column("expect", String, nullable=False),
     Column("tags", Text, nullable=False),
     ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
+    # m007_task_source: where the task is defined; NULL in rows written before it.
+    Column("file", SafeText),
+    Column("line", Integer),
 )
 
 trials = Table(

@@ -109,6 +109,7 @@ class _Tasks:
             )
             return
         self.first[task.id] = here
+        task.source = (file, line or 1)
         self.tasks.append(task)
 
 
