@@ -52,6 +52,7 @@ from trialkit.trial import Trial
 if TYPE_CHECKING:
     from trialkit.exporters.base import Exporter
     from trialkit.progress import Progress
+    from trialkit.rerun import RerunOnly
     from trialkit.store import Store
 
 
@@ -239,7 +240,13 @@ class Runner:
                 self.export_errors.append(f"{type(exporter).__name__}.{hook}: {exc}")
 
     async def run(
-        self, suite: Suite, *, resume: str | None = None, retry_errors: bool = False
+        self,
+        suite: Suite,
+        *,
+        resume: str | None = None,
+        retry_errors: bool = False,
+        rerun: str | None = None,
+        only: RerunOnly = "failed",
     ) -> Report:
         """Run every selected task's trials and return the report.
 
@@ -247,13 +254,21 @@ class Runner:
         trials that finished are stored, the run is marked `interrupted`, and the cancellation
         propagates. With `resume` (a stored run's id), only the trials that run lacks are run
         (and, with `retry_errors`, those that errored), and the report covers the whole run.
+        With `rerun` (a stored run's id), a new run takes only the tasks of that run whose
+        verdict `only` names (`failed`, `errored`, `not-passed`), and names the run it reran.
         """
         if self.workers > 1 or self.executor == "ray":
             from trialkit.executors.processes import check_source
 
             check_source(suite)
         if resume is not None:
+            if rerun is not None:
+                raise SuiteError("resume a run or rerun one, not both")
             return await self._resume(suite, resume, retry_errors)
+        origin: dict[str, Any] = {}
+        if rerun is not None:
+            self.task_ids = await self._rerun_selection(suite, rerun, only)
+            origin = {"rerun_of": rerun, "rerun_only": only}
         planned = self.plan(suite)
         harness = self.harness_for(suite, planned)
         run = RunInfo(
@@ -279,6 +294,7 @@ class Runner:
                 **({"workers": self.workers} if self.workers > 1 else {}),
                 **({"executor": "ray"} if self.executor == "ray" else {}),
                 **self._adaptive_config(),
+                **origin,
             },
         )
         suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
@@ -293,6 +309,17 @@ class Runner:
         results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
         await self._execute(suite, harness, run, suite_info, todo, results, create=create)
         return build_report(run, suite_info, plans, results)
+
+    async def _rerun_selection(self, suite: Suite, run_id: str, only: RerunOnly) -> tuple[str, ...]:
+        """`--task` patterns for exactly the tasks of stored run `run_id` that `only` names."""
+        from trialkit.rerun import exact_pattern, rerun_tasks
+
+        if self.store is None:
+            raise SuiteError("rerunning a run needs the store it was written to")
+        chosen = await anyio.to_thread.run_sync(
+            rerun_tasks, self.store, run_id, only, suite, self.task_ids
+        )
+        return tuple(exact_pattern(task_id) for task_id in chosen)
 
     def _selects(self) -> bool:
         """Whether only some tasks run (`--task`, `--tag`)."""
@@ -567,18 +594,27 @@ def _machinery_failure(exc: BaseException) -> Exception | None:
 
 
 def run_sync(
-    suite: Suite, *, resume: str | None = None, retry_errors: bool = False, **options: Any
+    suite: Suite,
+    *,
+    resume: str | None = None,
+    retry_errors: bool = False,
+    rerun: str | None = None,
+    only: RerunOnly = "failed",
+    **options: Any,
 ) -> Report:
     """Run `suite` and return its report; `options` are those of `Runner` (a `RunSettings`
     as `settings=`, or its fields).
 
-    `resume` finishes a stored run (give `store=` too); see `Runner.run`. Called where an event
+    `resume` finishes a stored run, `rerun` runs again what did not pass in one (give
+    `store=` too); see `Runner.run`. Called where an event
     loop is running already (an async test, a Jupyter notebook), the suite runs on a loop of
     its own in a worker thread and this call waits for it.
     """
     runner = Runner(**options)
     return run_blocking(
-        functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors)
+        functools.partial(
+            runner.run, suite, resume=resume, retry_errors=retry_errors, rerun=rerun, only=only
+        )
     )
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from trialkit._errors import RunFailed
 from trialkit._sync import run_blocking
+from trialkit.cli._baseline import load_baseline, print_comparison
 from trialkit.cli._common import (
+    EXIT_GATE_FAILED,
     EXIT_INTERRUPTED,
     EXIT_RUN_FAILED,
     debug_option,
@@ -23,6 +25,7 @@ from trialkit.cli._common import (
     write_output,
 )
 from trialkit.cli._matrix import parse_models, run_matrix
+from trialkit.rerun import RERUN_CHOICES, RerunOnly
 from trialkit.settings import RunSettings, SettingsError
 
 
@@ -152,6 +155,32 @@ def parse_settings(**options: Any) -> RunSettings:
     "--retry-errors", is_flag=True, help="With --resume: run again the trials that errored."
 )
 @click.option(
+    "--rerun",
+    "rerun_ref",
+    metavar="RUN",
+    help="A new run of only the tasks of stored run RUN that did not pass (see --only); its "
+    "config names RUN.",
+)
+@click.option(
+    "--only",
+    type=click.Choice(RERUN_CHOICES),
+    help="With --rerun: the tasks to run again, by their verdict in RUN: failed, errored, or "
+    "not-passed (failed, errored or unknown) [default: not-passed].",
+)
+@click.option(
+    "--baseline",
+    "baseline_ref",
+    metavar="FILE|RUN",
+    help="Compare this run with a baseline: a JSON report file (e.g. the artifact of a run on "
+    "the base branch; no shared store needed) or a stored run; print the comparison with its "
+    "significance.",
+)
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="With --baseline: fail the gate (exit 1) when this run is significantly worse.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False),
@@ -229,6 +258,10 @@ def run_command(
     store_url: str | None,
     resume_ref: str | None,
     retry_errors: bool,
+    rerun_ref: str | None,
+    only: str | None,
+    baseline_ref: str | None,
+    fail_on_regression: bool,
     json_path: str | None,
     markdown_path: str | None,
     junit_path: str | None,
@@ -288,6 +321,8 @@ def run_command(
             for flag, given in (
                 ("--model", model),
                 ("--resume", resume_ref),
+                ("--rerun", rerun_ref),
+                ("--baseline", baseline_ref),
                 ("--json", json_path),
                 ("--markdown", markdown_path),
                 ("--junit", junit_path),
@@ -325,17 +360,39 @@ def run_command(
     )
     if retry_errors and resume_ref is None:
         fail("--retry-errors needs --resume RUN")
+    if only is not None and rerun_ref is None:
+        fail("--only goes with --rerun RUN")
+    if rerun_ref is not None and resume_ref is not None:
+        fail(
+            "--rerun and --resume do not go together: --resume RUN --retry-errors finishes "
+            "RUN in place, --rerun RUN makes a new run"
+        )
+    if fail_on_regression and baseline_ref is None:
+        fail("--fail-on-regression needs --baseline FILE|RUN")
     if resume_ref is None:
         runner.check(suite)  # a run that cannot work is exit 2 before anything is stored
     runner.store = store = open_store(store_url, create=resume_ref is None)
     try:
         resume = store.resolve_run(resume_ref) if resume_ref is not None else None
+        rerun = store.resolve_run(rerun_ref) if rerun_ref is not None else None
+        baseline = (
+            load_baseline(baseline_ref, store, suite, fail_on_regression)
+            if baseline_ref is not None
+            else None
+        )
     except BaseException:
         store.close()
         raise
     try:
         report = run_blocking(
-            functools.partial(runner.run, suite, resume=resume, retry_errors=retry_errors)
+            functools.partial(
+                runner.run,
+                suite,
+                resume=resume,
+                retry_errors=retry_errors,
+                rerun=rerun,
+                only=cast(RerunOnly, only or "not-passed"),
+            )
         )
     except KeyboardInterrupt:
         run = runner.last_run
@@ -364,8 +421,22 @@ def run_command(
         click.echo(f"export failed: {problem}", err=True)
     for notice in runner.notices:
         click.echo(notice, err=True)
+    worse = baseline is not None and print_comparison(baseline, report, console, quiet=quiet)
     _print_verdict(report, gate, console, err_console)
-    sys.exit(gate.exit_code)
+    code = gate.exit_code
+    if worse:
+        assert baseline is not None
+        from rich.text import Text
+
+        from trialkit.reports._table import print_line
+
+        print_line(
+            err_console,
+            Text(f"regression: significantly worse than the baseline {baseline.run.id}"),
+        )
+        if fail_on_regression and code == 0:
+            code = EXIT_GATE_FAILED
+    sys.exit(code)
 
 
 def _load(target: str, model: str | None, ctx: click.Context) -> Any:
