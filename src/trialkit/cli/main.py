@@ -61,6 +61,12 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "labels_command",
         "Export a run's labels (or its pending reviews) to a file, or import labels from one.",
     ),
+    "regrade": LazyCommand(
+        "trialkit.cli.regrade",
+        "regrade_command",
+        "Score the stored run RUN again with its suite's current graders, without running the "
+        "agent.",
+    ),
     "report": LazyCommand(
         "trialkit.cli.report",
         "report_command",
