@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Any
+
 import click
 
 from trialkit.cli._common import (
@@ -17,7 +21,7 @@ from trialkit.cli._common import (
 
 @click.command("report")
 @click.argument("run_ref", metavar="RUN")
-@format_options("table", "md", "json", "junit", "html")
+@format_options("table", "md", "json", "junit", "html", "csv")
 @store_option
 @debug_option
 @handle_errors
@@ -30,6 +34,9 @@ def report_command(
             run_id = store.resolve_run(run_ref)
         except LookupError as exc:
             fail(str(exc).strip("'\""))
+        if fmt == "csv":  # one row per trial, streamed from the store
+            _write_csv(store, run_id, output)
+            return
         report = store.load_report(run_id)
     if fmt == "table":
         from trialkit.reports import render_terminal
@@ -43,3 +50,18 @@ def report_command(
             "html": report.to_html,
         }[fmt]
         show(output, text=text())
+
+
+def _write_csv(store: Any, run_id: str, output: str | None) -> None:
+    from trialkit.reports.csv import write_csv
+
+    if output is None:
+        write_csv(store, run_id, sys.stdout)
+        return
+    target = Path(output)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("w", encoding="utf-8", newline="") as out:
+            write_csv(store, run_id, out)
+    except OSError as exc:
+        fail(f"{output}: cannot write the CSV: {exc.strerror or exc}")
