@@ -37,6 +37,7 @@ the line to install it (`difference_ci_unavailable`) and the outcome is `cannot_
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import AwareDatetime
@@ -115,6 +116,8 @@ class TaskCell(Record):
     unknown: int = 0
     pass_rate: float | None
     """Passed over decided trials; `null` when none was decided."""
+    flaky: bool = False
+    """Its decided trials disagree: some passed, some failed."""
     mean_score: float | None = None
     cost_per_trial: float | None = None
     latency_p50_s: float | None = None
@@ -138,6 +141,9 @@ class TaskComparison(Record):
     """One per run, in the order of `Comparison.runs`; `null` where the run lacks the task."""
     changes: list[TaskChange]
     """One per run after the baseline, against the baseline."""
+    file: str | None = None
+    """Where the task is defined, as the latest run that knows it recorded it."""
+    line: int | None = None
 
 
 class PairedComparison(Record):
@@ -241,6 +247,62 @@ def compare_runs(
     )
 
 
+def is_report_file(ref: str) -> bool:
+    """A run reference that is a JSON report file: a path that exists and ends in `.json`."""
+    return ref.lower().endswith(".json") and Path(ref).is_file()
+
+
+def load_report_ref(ref: str, store: Store | None) -> Report:
+    """The report a reference names: a JSON report file (`is_report_file`), or a run of
+    `store` (an id, a unique id prefix or a name). Raises `CompareError` for a file that is not
+    a report, `LookupError` for a run the store does not have."""
+    if is_report_file(ref):
+        from trialkit.reports.json import ReportFormatError, load_json_report
+
+        try:
+            return load_json_report(Path(ref).read_bytes())
+        except ReportFormatError as exc:
+            raise CompareError(f"{ref}: {exc}") from None
+        except OSError as exc:
+            raise CompareError(f"{ref}: cannot read it: {exc.strerror}") from None
+    if store is None:
+        raise CompareError(f"{ref!r} is not a JSON report file, and no store was given")
+    # Listing no trial, every task is counted and summed by the database (store/aggregates.py).
+    return store.load_report(store.resolve_run(ref), max_results=0)
+
+
+def compare_refs(
+    refs: Sequence[str],
+    store: Store | None,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    allow_different_suites: bool = False,
+) -> Comparison:
+    """Compare runs given as stored run references or JSON report files (the first is the
+    baseline), so that two runs need not share a store: a run on the base branch can be the
+    report file its CI job kept. `store` is needed only for stored runs."""
+    if len(refs) < 2:
+        raise CompareError(f"comparing needs at least two runs, got {len(refs)}")
+    reports = [load_report_ref(ref, store) for ref in refs]
+    stored = {
+        r.run.id: r.run.config
+        for ref, r in zip(refs, reports, strict=True)
+        if not is_report_file(ref)
+    }
+    found = run_models(store, stored) if store is not None and stored else {}
+    models = [found[r.run.id] if r.run.id in found else _setting(r, "model") for r in reports]
+    return compare_reports(
+        reports,
+        models=models,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        allow_different_suites=allow_different_suites,
+    )
+
+
 def compare_reports(
     reports: Sequence[Report],
     *,
@@ -334,6 +396,7 @@ def _cell(task: TaskReport) -> TaskCell:
         errors=task.errors,
         unknown=task.unknown,
         pass_rate=task.pass_rate,
+        flaky=task.flaky,
         mean_score=task.mean_score,
         cost_per_trial=_per_trial(task.cost_usd, task.trials),
         latency_p50_s=task.latency_p50_s,
@@ -380,7 +443,15 @@ def _task_comparison(
             )
         changes.append(change)
     kind = next(t.kind for t in reports if t is not None)
-    return TaskComparison(id=task_id, kind=kind, cells=cells, changes=changes)
+    located = next((t for t in reversed(reports) if t is not None and t.file), None)
+    return TaskComparison(
+        id=task_id,
+        kind=kind,
+        cells=cells,
+        changes=changes,
+        file=None if located is None else located.file,
+        line=None if located is None else located.line,
+    )
 
 
 def _paired(

@@ -11,8 +11,10 @@ import re
 
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
+from trialkit.reports._budget import STEP_SUMMARY_LIMIT, Part, Row, Section, fit
 from trialkit.reports._gate import calls_text, gate_headline
 from trialkit.score import Assertion, Verdict
+from trialkit.task import SuiteKind
 
 OUTPUT_EXCERPT_CHARS = 1000
 
@@ -26,16 +28,43 @@ EMOJI = {
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&#!$])")
 
 
-def render_markdown(report: Report) -> str:
+def render_markdown(report: Report, *, limit: int | None = STEP_SUMMARY_LIMIT) -> str:
+    """The report in Markdown, under `limit` UTF-8 bytes (GitHub's job summary limit by
+    default; `None`: no limit): past it, the details of the least important failing tasks
+    are cut first (capability failures and flaky passes before errors, errors before
+    regression failures), then the task table's rows of passing tasks, and a closing note
+    says how many were cut."""
+    return fit(markdown_parts(report), limit)
+
+
+def markdown_parts(report: Report) -> list[Part]:
+    """The report's Markdown as parts that `fit` can cut to a size."""
     lines = [f"## trialkit · {inline(f.run_title(report))}", "", inline(f.run_subtitle(report))]
     lines += ["", *_gate_lines(report)]
-    lines += ["", *_summary_table(report), "", *_task_table(report)]
+    lines += ["", *_summary_table(report), ""]
+    parts: list[Part] = [lines, _task_table(report)]
     failing = report.failing_tasks
     if failing:
-        lines += ["", "### Tasks that did not pass every trial"]
-        for task in failing:
-            lines += ["", *_task_details(task)]
-    return "\n".join(lines) + "\n"
+        details = Section(
+            what=("failing task's details", "failing tasks' details"),
+            head=["", "### Tasks that did not pass every trial"],
+            rows=[Row(["", *_task_details(task)], 1 + importance(task)) for task in failing],
+        )
+        parts.append(details)
+    return parts
+
+
+_PASSED = 4
+
+
+def importance(task: TaskReport) -> int:
+    """How much a task's result matters in a summary (0 most): a regression task that did not
+    pass (it fails the gate), an error, a capability failure, a flaky pass, a pass."""
+    if task.verdict is Verdict.PASS:
+        return 3 if task.passed < task.trials else _PASSED
+    if task.verdict is Verdict.ERROR:
+        return 1
+    return 0 if task.kind is SuiteKind.REGRESSION else 2
 
 
 def _gate_lines(report: Report) -> list[str]:
@@ -107,7 +136,7 @@ def _summary_table(report: Report) -> list[str]:
     return lines
 
 
-def _task_table(report: Report) -> list[str]:
+def _task_table(report: Report) -> Section:
     k = f.max_k(report)
     header = ["Task", "Kind", "Verdict", "Passed"]
     align = ["---", "---", "---", "---:"]
@@ -127,8 +156,12 @@ def _task_table(report: Report) -> list[str]:
         if k is not None:
             row += [f.percent(task.pass_at_k.get(k)), f.percent(task.pass_hat_k.get(k))]
         row.append("🎲 flaky" if task.flaky else "")
-        rows.append(row)
-    return _table(header, rows, align)
+        rows.append(Row(_table_row(row), 6 if importance(task) == _PASSED else 0))
+    return Section(("task table row", "task table rows"), _table(header, [], align), rows)
+
+
+def _table_row(cells: list[str]) -> list[str]:
+    return ["| " + " | ".join(cells) + " |"]
 
 
 def _verdict(verdict: Verdict) -> str:
