@@ -228,12 +228,11 @@ class _Selection:
     def __call__(self, name: str) -> bool:
         if self.everything:
             return True
-        kind = name.split("(", 1)[0]
-        return name in self.names or kind in self.names
+        return name in self.names or _kind(name) in self.names
 
     def check(self, suite_id: str, graders: Iterable[Grader]) -> None:
         known = sorted({g.name for g in graders})
-        kinds = {name.split("(", 1)[0] for name in known}
+        kinds = {_kind(name) for name in known}
         unknown = [n for n in self.names if n not in known and n not in kinds]
         if unknown:
             shown = ", ".join(known) if known else "none"
@@ -406,13 +405,24 @@ async def regrade_trial(
 
 
 def _merge(stored: list[Score], fresh: list[Score], chosen: _Selection) -> list[Score]:
-    """The stored scores with those of the chosen graders replaced in place by the new ones
-    (the implicit `agent_completed` check stays as stored); new names go last."""
-    waiting = {s.name: s for s in fresh if s.name != _COMPLETED}
+    """The stored scores, with each of a chosen grader replaced in its place by the new score
+    of that name, else of that kind (`contains('paris')` by `contains('lyon')`); the implicit
+    `agent_completed` check stays as stored, and new scores left over go last."""
+    waiting = [s for s in fresh if s.name != _COMPLETED]
     merged = []
     for score in stored:
         if score.name == _COMPLETED or not chosen(score.name):
             merged.append(score)
-        elif score.name in waiting:
-            merged.append(waiting.pop(score.name))
-    return merged + list(waiting.values())
+            continue
+        same = next((s for s in waiting if s.name == score.name), None)
+        if same is None:
+            same = next((s for s in waiting if _kind(s.name) == _kind(score.name)), None)
+        if same is not None:
+            waiting.remove(same)
+            merged.append(same)
+    return merged + waiting
+
+
+def _kind(name: str) -> str:
+    """A grader's kind: its name up to the arguments (`contains` of `contains('paris')`)."""
+    return name.split("(", 1)[0]
