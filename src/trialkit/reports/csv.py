@@ -71,7 +71,7 @@ def csv_rows(store: Store, run_id: str) -> Iterator[list[Any]]:
         names: dict[str, int] = {}
         for name in conn.scalars(_score_names(run_id)):
             names.setdefault(name, len(names))
-        yield [*FIXED_BEFORE, *(SCORE_PREFIX + name for name in names), *FIXED_AFTER]
+        yield [*FIXED_BEFORE, *(SCORE_PREFIX + redact(name) for name in names), *FIXED_AFTER]
         current: list[Any] | None = None
         key: tuple[str, int] | None = None
         for row in conn.execute(_trial_rows(run_id)):
