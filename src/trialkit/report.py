@@ -233,10 +233,19 @@ class Report(Record):
 
         return render_json(self, indent=indent)
 
-    def to_junit(self) -> str:
+    def to_junit(
+        self,
+        *,
+        capability_failures: Literal["failure", "skipped", "passed"] = "skipped",
+        locations: Literal["text", "attributes"] = "text",
+    ) -> str:
+        """JUnit XML. A failed capability task (which does not fail the gate) is `<skipped>`
+        by default, or a `<failure>`, or passed; where each task is defined is a
+        `<system-out>` line (valid under junit-10.xsd) or `file`/`line` attributes
+        (`locations="attributes"`, which the strict schema refuses)."""
         from trialkit.reports.junit import render_junit
 
-        return render_junit(self)
+        return render_junit(self, capability_failures=capability_failures, locations=locations)
 
     def to_html(self) -> str:
         from trialkit.reports.html import render_html

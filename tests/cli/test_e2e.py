@@ -116,7 +116,8 @@ def test_python_agent_run_writes_every_report_and_stores_every_trial(work: Path)
     assert "| boiling-point |" in (work / "r/c.md").read_text()
     xmlschema.XMLSchema(str(XSD)).validate(str(work / "r/c.xml"))
     suite = next(iter(junitparser.JUnitXml.fromfile(str(work / "r/c.xml"))))
-    assert (suite.tests, suite.failures, suite.errors) == (4, 1, 0)
+    # A capability task that failed does not fail the gate: skipped, not a red <failure>.
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (4, 0, 0, 1)
     run_id = report["run"]["id"]
     assert rows(work, f"select status, name from runs where id = '{run_id}'") == [
         ("completed", "qs")
