@@ -17,16 +17,24 @@ from trialkit.cli._common import (
     show,
     store_option,
 )
+from trialkit.cli._junit import junit_options
 
 
 @click.command("report")
 @click.argument("run_ref", metavar="RUN")
 @format_options("table", "md", "json", "junit", "html", "csv")
+@junit_options
 @store_option
 @debug_option
 @handle_errors
 def report_command(
-    run_ref: str, fmt: str, output: str | None, store_url: str | None, debug: bool
+    run_ref: str,
+    fmt: str,
+    output: str | None,
+    junit_capability: Any,
+    junit_locations: Any,
+    store_url: str | None,
+    debug: bool,
 ) -> None:
     """Render the stored run RUN (an id, a unique id prefix, or a run name: its latest run)."""
     with open_store(store_url) as store:
@@ -46,7 +54,9 @@ def report_command(
         text = {
             "md": report.to_markdown,
             "json": report.to_json,
-            "junit": report.to_junit,
+            "junit": lambda: report.to_junit(
+                capability_failures=junit_capability, locations=junit_locations
+            ),
             "html": report.to_html,
         }[fmt]
         show(output, text=text())
