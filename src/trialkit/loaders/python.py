@@ -45,6 +45,19 @@ def load_suite(target: str) -> Suite:
     )
 
 
+def suite_names(module_part: str) -> list[str]:
+    """The names of the `Suite`s that the Python file or module `module_part` defines at
+    module level, in the file's order; a second name of the same suite is left out."""
+    module = _import(module_part)
+    seen: set[int] = set()
+    names = []
+    for name, value in vars(module).items():
+        if isinstance(value, Suite) and id(value) not in seen:
+            seen.add(id(value))
+            names.append(name)
+    return names
+
+
 def _split(target: str) -> tuple[str, str, str]:
     # A Windows drive letter ("C:\\x.py") is not a separator; a trailing ":name" is.
     head, sep, tail = target.rpartition(":")
