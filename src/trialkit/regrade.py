@@ -7,7 +7,9 @@ regraded (`config["regrade_of"]`); the old run is never changed.
 What is graded again (DESIGN §2): a trial that completed, and a trial that errored or timed
 out while it was being graded (the agent had finished: a judge's replay miss, say). A trial
 whose setup, agent or capture errored stays `error`, copied as it was: its outcome is never
-regraded into a pass. Graders see no world (the trial's workspace is gone): a grader that reads
+regraded into a pass. A human's judgement is never redone: a score a reviewer labeled, and the
+score of a `human()` grader, are kept as stored, and the old run's labels are copied to the new
+one. Graders see no world (the trial's workspace is gone): a grader that reads
 files of the workspace or queries the world scores `error`; `graders=` can leave it out.
 """
 
@@ -30,6 +32,7 @@ from trialkit._sync import run_blocking
 from trialkit._writer import TrialWriter
 from trialkit.capture.calls import flush_held
 from trialkit.graders.base import GradeContext, Grader, trial_verdict
+from trialkit.graders.human import human
 from trialkit.models.context import ModelSettings, calls_as, use_settings
 from trialkit.models.pricing import run_calls_summary
 from trialkit.preflight import check_models, judge_models
@@ -42,6 +45,7 @@ from trialkit.transcript import TranscriptRecorder, Usage, activate, deactivate
 from trialkit.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
+    from trialkit.labels import Label
     from trialkit.store import Store
 
 _REGRADED_STATUSES = (TrialStatus.COMPLETED, TrialStatus.ERROR, TrialStatus.TIMEOUT)
@@ -193,9 +197,10 @@ async def regrade(
         status="running",
         config=config,
     )
+    labels = await anyio.to_thread.run_sync(store.labels, run_id)
     await anyio.to_thread.run_sync(store.create_run, run, suite_info, plans)
     changes = await _regrade_trials(
-        store, run, run_id, items, chosen, model_settings, settings.concurrency, suite.id
+        store, run, run_id, items, chosen, model_settings, settings.concurrency, suite.id, labels
     )
     report = await anyio.to_thread.run_sync(store.load_report, run.id)
     return Regrade(report=report, regrade_of=run_id, changes=changes)
@@ -255,8 +260,13 @@ async def _regrade_trials(
     settings: ModelSettings,
     concurrency: int,
     suite_id: str,
+    labels: list[Label],
 ) -> VerdictChanges:
-    """Stream the old run's trials through `concurrency` graders into the new run."""
+    """Stream the old run's trials through `concurrency` graders into the new run, then copy
+    the old run's labels to it."""
+    labeled: dict[tuple[str, int], set[str]] = {}
+    for label in labels:
+        labeled.setdefault((label.task_id, label.trial), set()).add(label.grader)
     threads = anyio.to_thread.current_default_thread_limiter()
     threads.total_tokens = max(threads.total_tokens, concurrency)
     changes = VerdictChanges()
@@ -274,7 +284,8 @@ async def _regrade_trials(
                     async def worker() -> None:
                         async for old in trials:
                             item = items.get(old.task_id)
-                            new = await regrade_trial(old, item, run.id, chosen)
+                            reviewed = labeled.get((old.task_id, old.index), set())
+                            new = await regrade_trial(old, item, run.id, chosen, reviewed)
                             changes.add(old.verdict, new.verdict)
                             await writer.put(new)
 
@@ -282,6 +293,9 @@ async def _regrade_trials(
                         for _ in range(concurrency):
                             workers.start_soon(worker)
                 writer.close()
+        if labels:
+            copies = [label.model_copy(update={"run_id": run.id}) for label in labels]
+            await anyio.to_thread.run_sync(store.save_labels, copies)
         run.status = "completed"
     except BaseException:
         run.status = "interrupted"
@@ -349,13 +363,22 @@ def _regradable(trial: Trial) -> bool:
 
 
 async def regrade_trial(
-    old: Trial, item: PlannedTask | None, run_id: str, chosen: _Selection
+    old: Trial,
+    item: PlannedTask | None,
+    run_id: str,
+    chosen: _Selection,
+    reviewed: set[str] | frozenset[str] = frozenset(),
 ) -> Trial:
-    """`old` graded again by `item`'s graders (those `chosen`), as a trial of run `run_id`."""
+    """`old` graded again by `item`'s graders (those `chosen`), as a trial of run `run_id`.
+
+    The stored scores of the graders in `reviewed` (labeled by a reviewer) and of `human()`
+    graders are kept: a regrade never redoes a human's judgement."""
     copied = old.model_copy(update={"run_id": run_id}, deep=True)
     if item is None or not _regradable(old):
         return copied  # its task is not planned (a stray row) or it never completed
-    graders = _regraded(item.graders, chosen)
+    humans = {g.name for g in item.graders if isinstance(g, human)}
+    kept = {s.name for s in old.scores if s.name in reviewed or s.name in humans}
+    graders = [g for g in _regraded(item.graders, chosen) if g.name not in kept]
     if not graders and not chosen.everything:
         return copied
     transcript = copied.transcript
@@ -390,7 +413,10 @@ async def regrade_trial(
     elif recorder.fatal is not None:  # a grader's own SDK call could not be answered
         status = TrialStatus.ERROR
         error = ErrorInfo.from_exception(recorder.fatal, phase="grading")
-    scores = fresh if chosen.everything else _merge(old.scores, fresh, chosen)
+    if chosen.everything:
+        scores = fresh + [s for s in old.scores if s.name in kept]
+    else:
+        scores = _merge(old.scores, fresh, chosen, kept)
     return copied.model_copy(
         update={
             "status": status,
@@ -404,14 +430,16 @@ async def regrade_trial(
     )
 
 
-def _merge(stored: list[Score], fresh: list[Score], chosen: _Selection) -> list[Score]:
+def _merge(
+    stored: list[Score], fresh: list[Score], chosen: _Selection, kept: set[str]
+) -> list[Score]:
     """The stored scores, with each of a chosen grader replaced in its place by the new score
     of that name, else of that kind (`contains('paris')` by `contains('lyon')`); the implicit
-    `agent_completed` check stays as stored, and new scores left over go last."""
+    `agent_completed` check and the `kept` scores stay as stored, new scores left over go last."""
     waiting = [s for s in fresh if s.name != _COMPLETED]
     merged = []
     for score in stored:
-        if score.name == _COMPLETED or not chosen(score.name):
+        if score.name == _COMPLETED or score.name in kept or not chosen(score.name):
             merged.append(score)
             continue
         same = next((s for s in waiting if s.name == score.name), None)

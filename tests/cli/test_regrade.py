@@ -350,3 +350,33 @@ def test_a_trial_that_errored_before_grading_stays_an_error(tmp_path: Path) -> N
         with pytest.raises(RegradeError, match="does not record its suite's source"):
             source_suite({}, None, run_id="old")
         assert json.loads(done.report.to_json())["run"]["id"] == done.report.run.id
+
+
+def test_a_reviewers_label_is_kept_and_copied_to_the_new_run(tmp_path: Path) -> None:
+    from trialkit.labels import Label
+
+    with Store(f"sqlite:///{tmp_path}/t.db") as store:
+        store.create_run(
+            RunInfo(id="old", started_at=STARTED),
+            SuiteInfo(id="caps", kind=SuiteKind.REGRESSION),
+            [TaskPlan(id="france", kind=SuiteKind.REGRESSION)],
+        )
+        store.save_trials([trial(i, status=TrialStatus.COMPLETED) for i in range(2)])
+        # A reviewer overruled the check on trial 0: its output does not count as a pass.
+        store.save_label(
+            Label(task_id="france", trial=0, grader="contains('paris')", verdict="fail"),
+            run_id="old",
+        )
+        suite = Suite(
+            id="caps",
+            kind="regression",
+            tasks=[Task(id="france", input="hi", graders=[graders.contains("paris")])],
+        )
+
+        done = regrade_sync(store, "old", suite)
+
+        new_id = done.report.run.id
+        new = {t.index: t for t in store.iter_trials(new_id)}
+        assert [new[0].verdict, new[1].verdict] == [Verdict.FAIL, Verdict.PASS]
+        assert [label.verdict for label in store.labels(new_id)] == ["fail"]
+        assert [label.trial for label in store.labels("old")] == [0]
