@@ -372,8 +372,9 @@ async def regrade_trial(
     """`old` graded again by `item`'s graders (those `chosen`), as a trial of run `run_id`.
 
     The stored scores of the graders in `reviewed` (labeled by a reviewer) and of `human()`
-    graders are kept: a regrade never redoes a human's judgement."""
-    copied = old.model_copy(update={"run_id": run_id}, deep=True)
+    graders are kept: a regrade never redoes a human's judgement. `old` is left as it was; the
+    new trial shares the parts of it that a regrade does not change (outcome, messages)."""
+    copied = old.model_copy(update={"run_id": run_id})
     if item is None or not _regradable(old):
         return copied  # its task is not planned (a stray row) or it never completed
     humans = {g.name for g in item.graders if isinstance(g, human)}
@@ -381,12 +382,14 @@ async def regrade_trial(
     graders = [g for g in _regraded(item.graders, chosen) if g.name not in kept]
     if not graders and not chosen.everything:
         return copied
-    transcript = copied.transcript
-    if chosen.everything:
-        # Grader calls are not attributed to a grader: a full regrade replaces them all, a
-        # partial one keeps the stored graders' calls beside the new ones.
-        transcript.model_calls = [c for c in transcript.model_calls if c.role != "grader"]
-        transcript.grader_usage = Usage()
+    # Grader calls are not attributed to a grader: a full regrade replaces them all, a
+    # partial one keeps the stored graders' calls beside the new ones.
+    calls = old.transcript.model_calls
+    transcript = old.transcript.model_copy(
+        update={"model_calls": [c for c in calls if c.role != "grader"], "grader_usage": Usage()}
+        if chosen.everything
+        else {"model_calls": list(calls)}
+    )
     recorder = TranscriptRecorder(old.task_id, old.index)
     recorder.transcript = transcript
     recorder.turn = max(len(transcript.turns) - 1, 0)
@@ -423,6 +426,7 @@ async def regrade_trial(
             "error": error,
             "scores": scores,
             "verdict": trial_verdict(status, scores),
+            "transcript": transcript,
             "grader_usage": transcript.grader_usage,
             "cost_usd": _cost(transcript),
             "grader_cost_usd": _grader_cost(transcript.model_calls),
