@@ -181,7 +181,8 @@ def _pair_sections(
     rest.sort(key=lambda t: _rest_rank(t, index, column))
     if rest:
         kinds = sorted({t.changes[index].change for t in rest}, key=_CHANGE_ORDER.index)
-        summary = f"{len(rest)} other tasks{f' in {b}' if several else ''} ({', '.join(kinds)})"
+        other = "1 other task" if len(rest) == 1 else f"{len(rest)} other tasks"
+        summary = f"{other}{f' in {b}' if several else ''} ({', '.join(kinds)})"
         parts.append(
             Section(
                 ("other task", "other tasks"),

@@ -1,0 +1,1 @@
+"""Helpers for CI systems (`trialkit.ci.github`: the GitHub Action's steps)."""
