@@ -227,3 +227,26 @@ def test_rerun_refuses_what_it_cannot_do(tmp_path: Path, monkeypatch: pytest.Mon
     code, _, err = run(monkeypatch, str(other), "--store", store, "--rerun", "green")
     assert code == 2 and "ran suite 'loop', not 'other'" in err
     assert len(runs_in(Path(store))) == stored  # nothing was stored by a refused rerun
+
+
+def test_run_writes_the_trials_as_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import csv
+
+    out = tmp_path / "reports" / "trials.csv"
+    code, _, err = run(
+        monkeypatch,
+        str(write_suite(tmp_path)),
+        "--store",
+        str(tmp_path / "s.db"),
+        "--csv",
+        str(out),
+        crash="t3",
+    )
+    assert code == 3, err
+    with out.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 24  # 12 tasks x 2 trials
+    crashed = [r for r in rows if r["task"] == "t3"]
+    assert {r["verdict"] for r in crashed} == {"error"}
+    assert all("the agent crashed" in r["error"] for r in crashed)
+    assert {r["score:contains('t0')"] for r in rows if r["task"] == "t0"} == {"1.0"}

@@ -43,7 +43,7 @@ def report_command(
         except LookupError as exc:
             fail(str(exc).strip("'\""))
         if fmt == "csv":  # one row per trial, streamed from the store
-            _write_csv(store, run_id, output)
+            write_csv_file(store, run_id, output)
             return
         report = store.load_report(run_id)
     if fmt == "table":
@@ -62,7 +62,8 @@ def report_command(
         show(output, text=text())
 
 
-def _write_csv(store: Any, run_id: str, output: str | None) -> None:
+def write_csv_file(store: Any, run_id: str, output: str | None) -> None:
+    """The run as CSV, one row per trial, to `output` (a file; standard output when None)."""
     from trialkit.reports.csv import write_csv
 
     if output is None:

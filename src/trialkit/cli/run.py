@@ -209,6 +209,13 @@ def parse_settings(**options: Any) -> RunSettings:
     help="Write the HTML report here: one page that opens offline.",
 )
 @click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write the trials as CSV here: one row per trial, with each grader's score.",
+)
+@click.option(
     "--trace-jsonl",
     type=click.Path(dir_okay=False),
     metavar="FILE",
@@ -266,6 +273,7 @@ def run_command(
     markdown_path: str | None,
     junit_path: str | None,
     html_path: str | None,
+    csv_path: str | None,
     trace_jsonl: str | None,
     include_content: bool,
     min_pass_rate: str | None,
@@ -327,6 +335,7 @@ def run_command(
                 ("--markdown", markdown_path),
                 ("--junit", junit_path),
                 ("--html", html_path),
+                ("--csv", csv_path),
                 ("--trace-jsonl", trace_jsonl),
             )
             if given
@@ -416,6 +425,11 @@ def run_command(
     _write(markdown_path, report.to_markdown())
     _write(junit_path, report.to_junit())
     _write(html_path, report.to_html())
+    if csv_path is not None:
+        from trialkit.cli.report import write_csv_file
+
+        with open_store(store_url) as store:
+            write_csv_file(store, report.run.id, csv_path)
     gate = report.gate()  # the thresholds this run was started with
     for problem in runner.export_errors:
         click.echo(f"export failed: {problem}", err=True)
