@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fakes.fixtures"]
+pytest_plugins = ["pytester", "tests.fakes.fixtures"]

@@ -48,6 +48,28 @@ def clean_failure(excinfo: pytest.ExceptionInfo[BaseException]) -> str | None:
     return None
 
 
+_PYTEST_MARKERS = {"filterwarnings", "parametrize", "skip", "skipif", "usefixtures", "xfail"}
+
+
+def _tag_marker(config: pytest.Config, tag: str) -> bool:
+    """Whether the task tag `tag` can be a marker (for `-m`): a name no marker has yet, which
+    is then registered (so `--strict-markers` takes it). Other tags match with `-k` only."""
+    if not tag.isidentifier() or tag in _PYTEST_MARKERS or tag.startswith("trialkit"):
+        return False
+    ours = config.stash.setdefault(_TAG_MARKERS, set())
+    if tag in ours:
+        return True
+    known = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+    if tag in known:
+        return False
+    config.addinivalue_line("markers", f"{tag}: a trialkit task tag")
+    ours.add(tag)
+    return True
+
+
+_TAG_MARKERS = pytest.StashKey[set[str]]()
+
+
 class _SuiteSource(pytest.File):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         return clean_failure(excinfo) or super().repr_failure(excinfo)
@@ -109,6 +131,9 @@ class TaskItem(pytest.Item):
         self.report: TaskReport | None = None
         self.add_marker("trialkit")
         self.extra_keyword_matches.update(task.tags)
+        for tag in task.tags:
+            if _tag_marker(self.config, tag):
+                self.add_marker(tag)
 
     @property
     def suite(self) -> Suite:
