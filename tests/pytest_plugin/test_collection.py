@@ -126,7 +126,7 @@ def test_a_bad_suite_file_is_a_clean_collection_error(pytester: pytest.Pytester)
         [
             "*ERROR collecting suite.yaml*",
             "suite.yaml:2: kind: Input should be 'capability', 'regression' or 'mixed'*",
-            "suite.yaml:9: tasks?0?.graders?0?: unknown grader 'contain'; did you mean 'contains'?*",
+            "suite.yaml:9: tasks?0?.graders?0?: unknown grader 'contain'; did you mean*",
         ]
     )
     assert "Traceback" not in result.stdout.str()
