@@ -68,6 +68,11 @@ NOT_TRIALKIT_OPTIONS = {
     "--no-plain",
     "--base-url",  # a made-up agent's, in the guide's example of any other agent
     "--allowed-tools",
+    "--collect-only",  # pytest's own, in the guide's section on the pytest plugin
+    "--deselect",
+    "--junitxml",
+    "--lf",
+    "--maxfail",
 }
 
 
@@ -122,8 +127,15 @@ def _cli_options() -> set[str]:
     return options
 
 
+def _plugin_options() -> set[str]:
+    """The pytest plugin's `--trialkit-*` options."""
+    from trialkit.pytest_plugin.options import OPTIONS
+
+    return {option.flag for option in OPTIONS}
+
+
 def test_documented_options_exist() -> None:
-    known = _cli_options() | NOT_TRIALKIT_OPTIONS
+    known = _cli_options() | _plugin_options() | NOT_TRIALKIT_OPTIONS
     for name in ALL_DOCS:
         path = ROOT / name
         if not path.exists():

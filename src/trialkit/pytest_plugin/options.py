@@ -181,6 +181,17 @@ class RawOptions:
         value = self.values.get(name)
         return None if value is None else str(value).strip() or None
 
+    def path(self, name: str) -> str | None:
+        """A path option: relative to the rootdir when it comes from the ini file or
+        `[tool.trialkit]`, else (a flag, the environment) to the working directory."""
+        text = self.text(name)
+        if text is None or os.path.isabs(text) or "://" in text:
+            return text
+        where = self.where[name]
+        if where.startswith("--") or where.startswith("TRIALKIT_"):
+            return str(self.config.invocation_params.dir / text)
+        return str(self.config.rootpath / text)
+
     def number(self, name: str, kind: type[int] | type[float]) -> Any:
         text = self.text(name)
         if text is None:
@@ -207,7 +218,7 @@ def run_settings(raw: RawOptions) -> RunSettings:
     try:
         settings = RunSettings.parse(
             trials=raw.text("trials"),
-            cache=raw.text("cache"),
+            cache=raw.path("cache"),
             cache_mode=raw.text("cache_mode"),
             option_names=names,
             concurrency=raw.number("concurrency", int) or DEFAULT_CONCURRENCY,
@@ -238,7 +249,4 @@ def store_value(raw: RawOptions, config: pytest.Config) -> str | None:
         return None
     if value is None:
         return str(config.rootpath / ".trialkit" / "trialkit.db")
-    if "://" not in value and not os.path.isabs(value) and raw.where["store"] != "TRIALKIT_STORE":
-        base = config.invocation_params.dir if raw.where["store"].startswith("--") else None
-        return str((base or config.rootpath) / value)
-    return value
+    return raw.path("store")
