@@ -128,3 +128,44 @@ def test_skip_inside_a_marked_test_skips_it(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
+
+
+REPLAYED_TESTS = """
+import os
+
+import pytest
+
+from trialkit import Message
+from trialkit.models import ModelRequest, ScriptedModel, get_model
+
+
+def answer(request, trial):
+    if os.environ.get("BOT_BROKEN"):
+        raise RuntimeError("the model must not be called")
+    return f"answer {trial}"
+
+
+model = get_model(ScriptedModel("bot", answer))
+
+
+@pytest.mark.trialkit(trials=3)
+async def test_answers(trialkit_trial):
+    reply = await model.generate(ModelRequest(messages=[Message(role="user", content="hi")]))
+    assert reply.text == f"answer {trialkit_trial.trial_index}"
+"""
+
+
+def test_a_marked_tests_calls_replay_trial_by_trial(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_replayed=REPLAYED_TESTS)
+    cassette = ["-p", "no:cacheprovider", "--trialkit-cache", "cassette"]
+    pytester.runpytest(*cassette, "--trialkit-cache-mode", "record").assert_outcomes(passed=1)
+    monkeypatch.setenv("BOT_BROKEN", "1")
+    replayed = pytester.runpytest(*cassette, "--trialkit-cache-mode", "replay")
+    replayed.assert_outcomes(passed=1)  # trial i gets the answer trial i recorded
+    live = pytester.runpytest("-p", "no:cacheprovider")
+    live.assert_outcomes(errors=1)
+    live.stdout.fnmatch_lines(
+        ["  trial 0: error: ModelError: scripted/bot: the model must not be called"]
+    )
