@@ -135,7 +135,7 @@ def comparable(report: dict[str, Any]) -> dict[str, Any]:
             return {
                 k: clean(v)
                 for k, v in value.items()
-                if k not in {"duration_s", "latency_p50_s", "latency_p95_s"}
+                if k not in {"duration_s", "latency_p50_s", "latency_p95_s", "started_at", "wall_s"}
             }
         if isinstance(value, list):
             return [clean(v) for v in value]
