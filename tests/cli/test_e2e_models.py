@@ -80,7 +80,9 @@ def test_record_with_the_cli_then_replay_offline(tmp_path: Path) -> None:
     replayed = json.loads((tmp_path / "replayed.json").read_text())
 
     def timeless(results: list[dict[str, object]]) -> list[dict[str, object]]:
-        return [{k: v for k, v in r.items() if k != "duration_s"} for r in results]
+        return [
+            {k: v for k, v in r.items() if k not in ("duration_s", "started_at")} for r in results
+        ]
 
     assert timeless(replayed["tasks"][0]["results"]) == timeless(recorded["tasks"][0]["results"])
     assert (tmp_path / "cassette" / ".last-run.json").exists()
