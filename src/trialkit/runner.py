@@ -276,26 +276,7 @@ class Runner:
             name=self.name,
             started_at=datetime.now(UTC),
             status="running",
-            config={
-                "concurrency": self.concurrency,
-                "trials": self.trials,
-                "timeout": self.timeout,
-                "task_ids": list(self.task_ids),
-                "tags": list(self.tags),
-                "harness": getattr(harness, "name", type(harness).__name__),
-                "model": model_name(self._model_for(harness, suite, None))
-                if isinstance(harness, ChatHarness)
-                else None,
-                "judge_model": self.settings.judge_model,
-                "max_cost": self.max_cost,
-                "gate": self.gate,
-                "cache": self._cache_config(),
-                **({"source": dataclasses.asdict(suite.source)} if suite.source else {}),
-                **({"workers": self.workers} if self.workers > 1 else {}),
-                **({"executor": "ray"} if self.executor == "ray" else {}),
-                **self._adaptive_config(),
-                **origin,
-            },
+            config={**self.run_config(suite, harness), **origin},
         )
         suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
         plans = [TaskPlan.of(p.task, suite.task_kind(p.task)) for p in planned]
@@ -320,6 +301,28 @@ class Runner:
             rerun_tasks, self.store, run_id, only, suite, self.task_ids
         )
         return tuple(exact_pattern(task_id) for task_id in chosen)
+
+    def run_config(self, suite: Suite, harness: Harness) -> dict[str, Any]:
+        """The settings a new run of `suite` by `harness` records (`RunInfo.config`)."""
+        return {
+            "concurrency": self.concurrency,
+            "trials": self.trials,
+            "timeout": self.timeout,
+            "task_ids": list(self.task_ids),
+            "tags": list(self.tags),
+            "harness": getattr(harness, "name", type(harness).__name__),
+            "model": model_name(self._model_for(harness, suite, None))
+            if isinstance(harness, ChatHarness)
+            else None,
+            "judge_model": self.settings.judge_model,
+            "max_cost": self.max_cost,
+            "gate": self.gate,
+            "cache": self._cache_config(),
+            **({"source": dataclasses.asdict(suite.source)} if suite.source else {}),
+            **({"workers": self.workers} if self.workers > 1 else {}),
+            **({"executor": "ray"} if self.executor == "ray" else {}),
+            **self._adaptive_config(),
+        }
 
     def _selects(self) -> bool:
         """Whether only some tasks run (`--task`, `--tag`)."""

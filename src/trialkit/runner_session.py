@@ -11,16 +11,14 @@ one of them (or the process that started them) ends it with `finish_stored_run`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
 
 from trialkit._writer import TrialWriter
-from trialkit.harness.chat import ChatHarness
 from trialkit.models.context import use_settings
 from trialkit.report import (
     Report,
@@ -32,7 +30,7 @@ from trialkit.report import (
     build_report,
     build_task_report,
 )
-from trialkit.run_trial import PlannedTask, model_name
+from trialkit.run_trial import PlannedTask
 from trialkit.runner import EmptySelection, Runner, new_run_id
 from trialkit.trial import Trial
 
@@ -75,16 +73,11 @@ class RunSession:
             name=runner.name,
             started_at=datetime.now(UTC),
             status="running",
-            config=run_config(runner, suite, self.harness),
+            config=runner.run_config(suite, self.harness),
         )
         """The run; its `status` and `finished_at` are set by `close`."""
         self.suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
-        self.plans = [
-            TaskPlan(
-                id=p.task.id, kind=suite.task_kind(p.task), expect=p.task.expect, tags=p.task.tags
-            )
-            for p in planned
-        ]
+        self.plans = [TaskPlan.of(p.task, suite.task_kind(p.task)) for p in planned]
         self.results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
         """What a report needs of each trial this session ran, by task."""
         self.model_settings = runner.run_settings(suite)
@@ -207,25 +200,6 @@ def finish_stored_run(
         run.config["stop_reason"] = reason
     store.finish_run(run)
     return store.load_report(run_id)
-
-
-def run_config(runner: Runner, suite: Suite, harness: Any) -> dict[str, Any]:
-    """The settings a run of `suite` by `runner` records (as `Runner.run` records them)."""
-    chat = isinstance(harness, ChatHarness)
-    return {
-        "concurrency": runner.concurrency,
-        "trials": runner.trials,
-        "timeout": runner.timeout,
-        "task_ids": list(runner.task_ids),
-        "tags": list(runner.tags),
-        "harness": getattr(harness, "name", type(harness).__name__),
-        "model": model_name(runner._model_for(harness, suite, None)) if chat else None,
-        "judge_model": runner.settings.judge_model,
-        "max_cost": runner.max_cost,
-        "gate": runner.gate,
-        "cache": runner._cache_config(),
-        **({"source": dataclasses.asdict(suite.source)} if suite.source else {}),
-    }
 
 
 def _exists(store: Store, run_id: str) -> bool:
