@@ -73,9 +73,11 @@ def compare_command(
     store_url: str | None,
     debug: bool,
 ) -> None:
-    """Compare runs of a suite: each a stored run (an id, a unique id prefix or a run name) or
-    a JSON report file (a path ending in .json, e.g. the report of the base branch's run), so
-    the runs need not share a store.
+    """Compare runs of a suite, stored or saved as JSON report files.
+
+    Each run is a stored run (an id, a unique id prefix or a run name) or a JSON report file (a
+    path ending in .json, such as the report of the base branch's run), so the runs need not
+    share a store.
 
     Per task: both runs' passed trials and pass rates, new failures, fixes, and the deltas of
     score, cost and latency. For the suite: the pass rate difference of RUN_B against RUN_A with

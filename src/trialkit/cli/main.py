@@ -44,7 +44,7 @@ COMMANDS: Mapping[str, LazyCommand] = {
     "compare": LazyCommand(
         "trialkit.cli.compare",
         "compare_command",
-        "Compare stored runs of a suite (each an id, a unique id prefix or a run name).",
+        "Compare runs of a suite, stored or saved as JSON report files.",
     ),
     "export": LazyCommand(
         "trialkit.cli.export",
