@@ -72,20 +72,19 @@ def compare_with(baseline: Report, report: Report) -> Comparison:
     return compare_reports([baseline, report])
 
 
-def print_comparison(baseline: Report, report: Report, console: Any, *, quiet: bool) -> bool:
-    """Print the comparison (its table and conclusion; only the conclusion when `quiet`);
-    whether this run is significantly worse than the baseline."""
+def print_comparison(comparison: Comparison, console: Any, *, quiet: bool) -> bool:
+    """Print the comparison of this run (B) with the baseline (A): its table and conclusion,
+    only the conclusion when `quiet`; whether this run is significantly worse."""
     from rich.text import Text
 
     from trialkit.analysis.compare import conclusion
     from trialkit.reports._table import print_line
     from trialkit.reports.compare import render_compare_terminal
 
-    comparison = compare_with(baseline, report)
     pair = comparison.pairs[0]
     if quiet:
         print_line(console, Text(conclusion(pair)))
     else:
         render_compare_terminal(comparison, console)
-    print_line(console, Text(f"A is the baseline {baseline.run.id}; B is this run."))
+    print_line(console, Text(f"A is the baseline {comparison.runs[0].id}; B is this run."))
     return pair.outcome == "worse"

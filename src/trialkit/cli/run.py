@@ -11,7 +11,7 @@ import click
 
 from trialkit._errors import RunFailed
 from trialkit._sync import run_blocking
-from trialkit.cli._baseline import load_baseline, print_comparison
+from trialkit.cli._baseline import compare_with, load_baseline, print_comparison
 from trialkit.cli._common import (
     EXIT_GATE_FAILED,
     EXIT_INTERRUPTED,
@@ -24,6 +24,7 @@ from trialkit.cli._common import (
     store_option,
     write_output,
 )
+from trialkit.cli._junit import junit_options
 from trialkit.cli._matrix import parse_models, run_matrix
 from trialkit.rerun import RERUN_CHOICES, RerunOnly
 from trialkit.settings import RunSettings, SettingsError
@@ -192,7 +193,8 @@ def parse_settings(**options: Any) -> RunSettings:
     "markdown_path",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="Write the Markdown report here (e.g. $GITHUB_STEP_SUMMARY).",
+    help="Write the Markdown report here (e.g. $GITHUB_STEP_SUMMARY), under GitHub's 1 MiB "
+    "limit; with --baseline it begins with the comparison.",
 )
 @click.option(
     "--junit",
@@ -201,6 +203,7 @@ def parse_settings(**options: Any) -> RunSettings:
     metavar="FILE",
     help="Write a JUnit XML report here.",
 )
+@junit_options
 @click.option(
     "--html",
     "html_path",
@@ -214,6 +217,28 @@ def parse_settings(**options: Any) -> RunSettings:
     type=click.Path(dir_okay=False),
     metavar="FILE",
     help="Write the trials as CSV here: one row per trial, with each grader's score.",
+)
+@click.option(
+    "--github-comment",
+    "comment_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="With --baseline: write the comparison as a pull request comment here (Markdown "
+    "with a hidden marker line, under GitHub's 65,536 characters).",
+)
+@click.option(
+    "--report-url",
+    "report_urls",
+    multiple=True,
+    metavar="URL",
+    help="With --baseline and --github-comment or --markdown: a link to the HTML report of "
+    "this run (once), or of the baseline and this run (twice, in that order).",
+)
+@click.option(
+    "--annotations",
+    is_flag=True,
+    help="Print GitHub workflow annotations (::error file=…,line=…::) for the failing, "
+    "errored and flaky tasks (with --baseline: and the new failures) on standard output.",
 )
 @click.option(
     "--trace-jsonl",
@@ -272,8 +297,13 @@ def run_command(
     json_path: str | None,
     markdown_path: str | None,
     junit_path: str | None,
+    junit_capability: str,
+    junit_locations: str,
     html_path: str | None,
     csv_path: str | None,
+    comment_path: str | None,
+    report_urls: tuple[str, ...],
+    annotations: bool,
     trace_jsonl: str | None,
     include_content: bool,
     min_pass_rate: str | None,
@@ -336,6 +366,8 @@ def run_command(
                 ("--junit", junit_path),
                 ("--html", html_path),
                 ("--csv", csv_path),
+                ("--github-comment", comment_path),
+                ("--annotations", annotations),
                 ("--trace-jsonl", trace_jsonl),
             )
             if given
@@ -378,6 +410,18 @@ def run_command(
         )
     if fail_on_regression and baseline_ref is None:
         fail("--fail-on-regression needs --baseline FILE|RUN")
+    if comment_path is not None and baseline_ref is None:
+        fail("--github-comment needs --baseline FILE|RUN: the comment is the comparison")
+    if report_urls and (baseline_ref is None or (comment_path or markdown_path) is None):
+        fail(
+            "--report-url goes with --baseline and --github-comment FILE or --markdown FILE: "
+            "the comparison links to the reports"
+        )
+    if len(report_urls) > 2:
+        fail(
+            f"--report-url: {len(report_urls)} URLs; give one (this run's report) or two (the "
+            "baseline's and this run's)"
+        )
     if resume_ref is None:
         runner.check(suite)  # a run that cannot work is exit 2 before anything is stored
     runner.store = store = open_store(store_url, create=resume_ref is None)
@@ -421,9 +465,23 @@ def run_command(
 
     if not quiet:
         render_terminal(report, console)
+    comparison = compare_with(baseline, report) if baseline is not None else None
     _write(json_path, report.to_json())
-    _write(markdown_path, report.to_markdown())
-    _write(junit_path, report.to_junit())
+    if markdown_path is not None:
+        from trialkit.reports.github import render_job_summary
+
+        summary = render_job_summary(report, comparison=comparison, report_urls=report_urls)
+        _write(markdown_path, summary)
+    if comparison is not None and comment_path is not None:
+        from trialkit.reports.github import render_pr_comment
+
+        _write(comment_path, render_pr_comment(comparison, report_urls=report_urls))
+    _write(
+        junit_path,
+        report.to_junit(
+            capability_failures=cast(Any, junit_capability), locations=cast(Any, junit_locations)
+        ),
+    )
     _write(html_path, report.to_html())
     if csv_path is not None:
         from trialkit.cli.report import write_csv_file
@@ -435,7 +493,12 @@ def run_command(
         click.echo(f"export failed: {problem}", err=True)
     for notice in runner.notices:
         click.echo(notice, err=True)
-    worse = baseline is not None and print_comparison(baseline, report, console, quiet=quiet)
+    if annotations:
+        from trialkit.reports.github import annotations as annotate
+
+        for line in annotate(comparison if comparison is not None else report):
+            click.echo(line)
+    worse = comparison is not None and print_comparison(comparison, console, quiet=quiet)
     _print_verdict(report, gate, console, err_console)
     code = gate.exit_code
     if worse:
