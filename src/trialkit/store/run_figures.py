@@ -1,0 +1,196 @@
+"""A run's headline figures from SQL, equal to the summary `Store.load_report` gives.
+
+Verdicts are counted per task by the database (from the covering index `ix_trials_report`),
+durations summed per task (from `ix_trials_task_duration`); only the tasks' counts and the
+cost column come back, never the wide rows. The pass rate, its interval, pass^k and the cost
+are then the floats the report has: the same formulas on the same per-task counts, and costs
+summed per task with `math.fsum`, then over tasks with `add_costs`, as reports do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from trialkit import metrics
+from trialkit.models.pricing import add_costs
+from trialkit.report import task_verdict
+from trialkit.score import Verdict
+from trialkit.store.aggregates import _EXACT_SCALE, _scaled
+from trialkit.store.schema import run_tasks, trials
+from trialkit.task import SuiteKind
+
+_RUNS_PER_QUERY = 200
+
+
+@dataclass
+class TaskCounts:
+    """One planned task of a run: its kind and its trials counted by verdict."""
+
+    kind: SuiteKind
+    verdicts: dict[Verdict, int] = field(default_factory=lambda: dict.fromkeys(Verdict, 0))
+
+    @property
+    def trials(self) -> int:
+        return sum(self.verdicts.values())
+
+    @property
+    def decided(self) -> int:
+        return self.verdicts[Verdict.PASS] + self.verdicts[Verdict.FAIL]
+
+    def verdict(self) -> Verdict:
+        """The task's verdict, as its report decides it (an error when it has no trial)."""
+        return task_verdict(self.kind, [v for v, n in self.verdicts.items() if n])
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What a run's report summary says of it, with the mean trial duration besides."""
+
+    tasks: int
+    trials: int
+    passed: int
+    failed: int
+    errors: int
+    pass_rate: float | None
+    pass_rate_ci: tuple[float, float] | None
+    k: int | None
+    """The largest k the report gives pass^k for: the fewest decided trials of any task
+    with one (the run's trials per task, when none errored)."""
+    pass_hat_k: float | None
+    cost_usd: float | None
+    mean_latency_s: float | None
+
+
+def chunks(items: Sequence[str]) -> Iterator[list[str]]:
+    for start in range(0, len(items), _RUNS_PER_QUERY):
+        yield list(items[start : start + _RUNS_PER_QUERY])
+
+
+def planned_counts(
+    conn: Connection, run_ids: Sequence[str], task_ids: Sequence[str] | None = None
+) -> dict[str, dict[str, TaskCounts]]:
+    """{run id: {planned task id: its counts}}, tasks in the suite's order; only `task_ids`
+    when given."""
+    found: dict[str, dict[str, TaskCounts]] = {run_id: {} for run_id in run_ids}
+    plans = select(run_tasks.c.run_id, run_tasks.c.task_id, run_tasks.c.kind).order_by(
+        run_tasks.c.run_id, run_tasks.c.position
+    )
+    counts = select(
+        trials.c.run_id, trials.c.task_id, trials.c.verdict, func.count().label("n")
+    ).group_by(trials.c.run_id, trials.c.task_id, trials.c.verdict)
+    if task_ids is not None:
+        plans = plans.where(run_tasks.c.task_id.in_(list(task_ids)))
+        counts = counts.where(trials.c.task_id.in_(list(task_ids)))
+    for chunk in chunks(run_ids):
+        for row in conn.execute(plans.where(run_tasks.c.run_id.in_(chunk))):
+            found[row.run_id][row.task_id] = TaskCounts(SuiteKind(row.kind))
+        for row in conn.execute(counts.where(trials.c.run_id.in_(chunk))):
+            task = found[row.run_id].get(row.task_id)
+            if task is not None:  # a report counts planned tasks only
+                task.verdicts[Verdict(row.verdict)] += row.n
+    return found
+
+
+def run_figures(conn: Connection, configs: dict[str, dict[str, Any]]) -> dict[str, RunFigures]:
+    """The figures of each run of `configs` (run id: its stored config)."""
+    run_ids = list(configs)
+    planned = planned_counts(conn, run_ids)
+    costs = _task_costs(conn, run_ids)
+    durations = _durations(conn, run_ids)
+    found = {}
+    for run_id, config in configs.items():
+        tasks = planned[run_id]
+        task_costs = [costs[run_id].get(task_id, 0.0) for task_id in tasks]
+        controls = config.get("judge_controls")
+        if controls:
+            task_costs.append(controls["cost_usd"])
+        sums = [durations[run_id][task_id] for task_id in tasks if task_id in durations[run_id]]
+        total = math.fsum(s for s, _ in sums)
+        count = sum(n for _, n in sums)
+        found[run_id] = _figures(
+            list(tasks.values()),
+            add_costs(*task_costs),
+            total / count if count else None,
+        )
+    return found
+
+
+def _figures(tasks: list[TaskCounts], cost: float | None, mean_latency: float | None) -> RunFigures:
+    passed = sum(t.verdicts[Verdict.PASS] for t in tasks)
+    failed = sum(t.verdicts[Verdict.FAIL] for t in tasks)
+    histogram: dict[tuple[int, int], int] = defaultdict(int)
+    for t in tasks:
+        if t.decided:
+            histogram[t.decided, t.verdicts[Verdict.PASS]] += 1
+    k = min((n for n, _ in histogram), default=None)
+    return RunFigures(
+        tasks=len(tasks),
+        trials=sum(t.trials for t in tasks),
+        passed=passed,
+        failed=failed,
+        errors=sum(t.verdicts[Verdict.ERROR] for t in tasks),
+        pass_rate=metrics.rate(passed, passed + failed),
+        pass_rate_ci=metrics.wilson_interval(passed, passed + failed),
+        k=k,
+        pass_hat_k=None if k is None else pass_hat_k(histogram, k),
+        cost_usd=cost,
+        mean_latency_s=mean_latency,
+    )
+
+
+def pass_hat_k(histogram: dict[tuple[int, int], int], k: int) -> float:
+    """pass^k averaged over tasks given as {(decided, passed): how many tasks}, to the float
+    the report computes (each task's C(c, k) / C(n, k) correctly rounded, then `math.fsum`)."""
+    values = (
+        repeat(math.comb(c, k) / math.comb(n, k), tasks) for (n, c), tasks in histogram.items()
+    )
+    return math.fsum(v for group in values for v in group) / sum(histogram.values())
+
+
+def _task_costs(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
+    """{run id: {task id: its trials' cost, `None` when one is unknown}}, grouped by value
+    in SQL (trials of a task often cost the same) and summed exactly with multiplicities."""
+    query = select(
+        trials.c.run_id, trials.c.task_id, trials.c.cost_usd, func.count().label("n")
+    ).group_by(trials.c.run_id, trials.c.task_id, trials.c.cost_usd)
+    values: dict[tuple[str, str], list[tuple[float | None, int]]] = defaultdict(list)
+    for chunk in chunks(run_ids):
+        result = conn.execute(query.where(trials.c.run_id.in_(chunk)))
+        for run_id, task_id, cost, n in result.cursor.fetchall():
+            values[run_id, task_id].append((cost, n))
+    found: dict[str, dict[str, float | None]] = {run_id: {} for run_id in run_ids}
+    for (run_id, task_id), costs in values.items():
+        if any(cost is None for cost, _ in costs):
+            found[run_id][task_id] = None
+        else:
+            found[run_id][task_id] = _exact_sum(costs)
+    return found
+
+
+def _exact_sum(values: list[tuple[Any, int]]) -> float:
+    """The correctly rounded sum of each value repeated its count of times: `math.fsum`'s."""
+    if len(values) == 1 and values[0][1] == 1:
+        return float(values[0][0])
+    return sum(_scaled(float(value)) * n for value, n in values) / _EXACT_SCALE
+
+
+def _durations(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, tuple[float, int]]]:
+    """{run id: {task id: (sum of its trials' durations, their count)}}."""
+    query = select(
+        trials.c.run_id,
+        trials.c.task_id,
+        func.sum(trials.c.duration_s).label("total"),
+        func.count().label("n"),
+    ).group_by(trials.c.run_id, trials.c.task_id)
+    found: dict[str, dict[str, tuple[float, int]]] = {run_id: {} for run_id in run_ids}
+    for chunk in chunks(run_ids):
+        for row in conn.execute(query.where(trials.c.run_id.in_(chunk))):
+            found[row.run_id][row.task_id] = (float(row.total), int(row.n))
+    return found
