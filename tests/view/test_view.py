@@ -1,4 +1,6 @@
-"""`trialkit view`: a real HTTP server on 127.0.0.1 over a real store, read with a real client."""
+"""`trialkit view`: a real HTTP server on 127.0.0.1 over a real store, read with a real client.
+
+The browser tests (tests/view/browser/) drive Chromium over the same pages."""
 
 from __future__ import annotations
 
@@ -23,14 +25,15 @@ from click.testing import CliRunner
 from tests.store.conftest import BACKENDS, postgres_admin, postgres_schema_url
 from trialkit import Suite, Task, graders, run_sync
 from trialkit.cli.main import cli
-from trialkit.reports.html import CSP
 from trialkit.store import Store
 from trialkit.store.urls import sqlite_url
 from trialkit.view import ViewServer
+from trialkit.view.security import CSP
 
 __all__ = ["postgres_admin"]  # a fixture these tests use
 
 XSS = "<script>alert(1)</script>"
+NOT_YET = {"/trends", "/search"}  # in the header, before their pages exist
 ODD_TASK = "paris <b>&? 100%"  # markup, an ampersand, a query mark and a percent sign
 
 
@@ -135,11 +138,14 @@ def test_every_page_reached_by_links_from_the_home_page_answers(server: ViewServ
     queue = ["/"]
     while queue and len(seen) < 200:
         path = queue.pop(0)
-        if path in seen:
+        if path in seen or path in NOT_YET:
             continue
         seen.add(path)
         status, headers, body = get(server, path)
         assert status == 200, (path, body[:500])
+        if path.startswith("/api/"):
+            assert headers["content-type"] == "application/json"
+            continue
         assert headers["content-type"] == "text/html; charset=utf-8"
         for link in Page(body).links:
             target = urljoin(path, link)
@@ -159,11 +165,15 @@ def test_the_home_page_lists_the_runs(server: ViewServer, store: Store) -> None:
     assert "viewer-demo" in page.visible
 
 
-def test_a_run_page_is_its_report_with_trials_linked(server: ViewServer, store: Store) -> None:
+def test_a_run_page_has_its_summary_and_tasks_with_trials_linked(
+    server: ViewServer, store: Store
+) -> None:
     run_id = run_ids(store)["before"]
     status, _, body = get(server, f"/runs/{run_id}")
     assert status == 200
-    assert '<section id="summary">' in body and '<section id="details">' in body  # the report
+    assert '<section id="summary">' in body and '<section id="tasks">' in body
+    text = " ".join(Page(body).visible.split())
+    assert "pass@1" in text and "pass^2" in text and "Pass rate (decided trials)" in text
     page = Page(body)
     assert f"/runs/{run_id}/trials/spain/0" in page.links
     assert f"/runs/{run_id}/trials/crash/1" in page.links
@@ -183,7 +193,8 @@ def test_a_trial_page_shows_the_transcript_escaped(server: ViewServer, store: St
     assert "Capital of France?" in page.visible
     assert f"Paris {XSS}" in page.visible  # shown as text...
     assert XSS not in body  # ...never as markup
-    assert not any(tag == "script" for tag, _ in page.tags)
+    scripts = [attrs for tag, attrs in page.tags if tag == "script"]
+    assert scripts == [{"src": "/static/theme.js"}]
     assert ODD_TASK in page.visible
     links = page.links
     assert f"/runs/{run_id}/trials/{quote(ODD_TASK, safe='')}/0" in links  # the other trial
@@ -336,8 +347,8 @@ def test_it_only_reads(server: ViewServer) -> None:
         assert status == 405 and headers["allow"] == "GET, HEAD"
         assert headers["content-security-policy"] == CSP, method
         assert headers["x-frame-options"] == "DENY", method
-    status, headers, _ = get(server, "/", method="BREW")  # the standard library answers 501
-    assert status == 501 and headers["content-security-policy"] == CSP
+    status, headers, _ = get(server, "/", method="BREW")  # a method HTTP does not define
+    assert status == 405 and headers["content-security-policy"] == CSP
     status, headers, body = get(server, "/", method="HEAD")
     assert status == 200 and body == "" and int(headers["content-length"]) > 0
 
@@ -351,15 +362,35 @@ def test_other_host_names_are_refused(server: ViewServer) -> None:
     assert get(server, "/", host=f"127.0.0.1:{server.port}")[0] == 200
 
 
-def test_pages_forbid_scripts_and_outside_content(server: ViewServer) -> None:
-    _, headers, body = get(server, "/runs/before")
-    assert headers["content-security-policy"] == "default-src 'none'; style-src 'unsafe-inline'"
+@pytest.mark.parametrize(
+    "path", ["/", "/runs/before", "/runs/before/trials", "/runs/before/trials/crash/0"]
+)
+def test_pages_forbid_inline_scripts_and_outside_content(server: ViewServer, path: str) -> None:
+    _, headers, body = get(server, path)
+    assert headers["content-security-policy"] == (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    )
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["referrer-policy"] == "no-referrer"
+    assert headers["x-frame-options"] == "DENY" and headers["cache-control"] == "no-store"
+    assert re.findall(r"<script\b[^>]*>(.*?)</script>", body, re.S) == [""]  # theme.js alone
+    assert "<style" not in body
     for tag, attrs in Page(body).tags:
-        assert tag != "script"
-        for name in ("src", "href"):
+        assert "style" not in attrs and not any(name.startswith("on") for name in attrs), tag
+        for name in ("src", "href", "action"):
             assert not re.match(r"(https?:)?//", attrs.get(name) or ""), (tag, attrs)
+        if tag == "script":
+            assert attrs["src"] == "/static/theme.js"
+
+
+def test_static_files_carry_the_security_headers(server: ViewServer) -> None:
+    for path, kind in [("/static/view.css", "text/css"), ("/static/theme.js", "javascript")]:
+        status, headers, body = get(server, path)
+        assert status == 200 and kind in headers["content-type"] and body
+        assert headers["content-security-policy"] == CSP
+    assert get(server, "/static/nothing.css")[0] == 404
+    assert get(server, "/static/../server.py")[0] == 404
 
 
 # --- the command ----------------------------------------------------------------------------

@@ -9,6 +9,9 @@ import click
 
 from trialkit.cli._common import debug_option, fail, handle_errors, open_store, store_option
 
+VIEW_PACKAGES = {"starlette", "jinja2", "uvicorn", "markupsafe", "h11"}
+"""What the `view` extra installs: one of them missing is a one-line error."""
+
 
 @click.command("view")
 @click.option(
@@ -34,7 +37,12 @@ def view_command(
     """Serve a read-only web viewer of the store until Ctrl-C: the runs, each run's report,
     every trial's transcript, transcript diffs and comparisons of runs, and the same as JSON
     under /api/."""
-    from trialkit.view import ViewServer
+    try:
+        from trialkit.view import ViewServer
+    except ModuleNotFoundError as exc:
+        if exc.name not in VIEW_PACKAGES:
+            raise
+        fail(f"trialkit view needs {exc.name}: pip install 'trialkit[view]'")
 
     with open_store(store_url) as store:
         try:

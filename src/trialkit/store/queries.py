@@ -110,10 +110,12 @@ def list_trials(
     tasks: Sequence[str] | None = None,
     verdict: Verdict | None = None,
     limit: int | None = None,
+    offset: int = 0,
 ) -> TrialListing:
     """The trials of a run in the suite's task order, then by trial number.
 
-    `tasks` keeps only those task ids; `verdict` only trials with that verdict.
+    `tasks` keeps only those task ids; `verdict` only trials with that verdict; `offset`
+    skips that many rows first (`total` counts them all, unless `offset` skips every row).
     """
     key = (
         trials.c.run_id == scores.c.run_id,
@@ -171,6 +173,8 @@ def list_trials(
         query = query.where(trials.c.verdict == verdict.value)
     if limit is not None:
         query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
     with _read(store, f"list the trials of run {run_id!r}") as conn:
         found = conn.execute(query).all()
     total = int(found[0].total) if found else 0

@@ -1,4 +1,4 @@
-"""The local web viewer of the store (`trialkit view`)."""
+"""The local web viewer of the store (`trialkit view`); needs the `view` extra."""
 
 from trialkit.view.server import ViewServer
 

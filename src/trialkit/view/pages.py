@@ -1,58 +1,53 @@
-"""The viewer's pages: HTML built from the store, in the HTML report's style.
+"""What every page of the viewer uses: the templates, `render`, addresses and the errors a
+route raises to answer 400 or 404.
 
-A run's page is the HTML report itself, with its trial numbers linked to their transcripts. A
-transcript, a transcript diff and a comparison of runs are the terminal renderings of
-`trialkit transcripts show`, `transcripts diff` and `compare`, recorded by rich and exported as
-HTML, so the viewer and the command line always show the same thing. Every piece of stored
-text is escaped; the pages have no script.
+Templates are Jinja2 with autoescape on: every value put in a page is escaped, so stored
+text (outputs, tool results, task ids) is shown as text. Never mark stored text `|safe`.
 """
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable, Sequence
+import json
+import threading
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
-from rich.console import Console
-from rich.terminal_theme import DEFAULT_TERMINAL_THEME
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
 
 from trialkit.reports import _format as f
-from trialkit.reports.html import (
-    Links,
-    document,
-    nav_line,
-    render_html,
-    text,
-    verdict_badge,
-    verdict_class,
-)
 from trialkit.score import Verdict
-from trialkit.store import Store, queries
-from trialkit.store.store import RunSummary
+from trialkit.store import Store
+from trialkit.view.security import csrf_token
 
-TRIALS_SHOWN = 1000
-"""Trials listed on one page; filters (verdict, task) narrow a bigger run."""
-TERMINAL_WIDTH = 120
+HERE = Path(__file__).parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
 REFRESH_S = 5
 """Pages of a run still going reload themselves this often (seconds)."""
+MAX_TRIAL_INDEX = 2**31 - 1
+"""The largest trial number a store holds (a 32-bit integer column); a larger one in an
+address is refused before it reaches the database, whose driver would fail on it."""
+VERDICT_SYMBOLS = {
+    Verdict.PASS: "✓",
+    Verdict.FAIL: "✗",
+    Verdict.ERROR: "!",
+    Verdict.UNKNOWN: "?",
+}
 
-EXTRA_CSS = """\
-pre.terminal{background:#fff;color:#1f2328;border-color:var(--line);max-height:none;
-white-space:pre;overflow-x:auto}
-form.filters{margin:.4rem 0 .8rem;display:flex;gap:.6rem;flex-wrap:wrap;align-items:end}
-td.nowrap{white-space:nowrap}
-form.filters label{display:flex;flex-direction:column;font-size:.85rem;color:var(--muted)}
-"""
+T = TypeVar("T")
 
 
-def page(
-    title: str, body: list[str], nav: list[tuple[str, str]], *, refresh: int | None = None
-) -> str:
-    """A whole page around `body` (markup), with the report's stylesheet."""
-    header = ["<header>", *nav_line(nav), f"<h1>{text(title)}</h1>", "</header>"]
-    main = [*header, "<main>", *body, "</main>"]
-    return document(title, main, css=EXTRA_CSS, refresh=refresh)
+class NotFound(LookupError):
+    """Nothing at this address: 404, with a message."""
+
+
+class BadRequest(ValueError):
+    """The address is missing something or has something wrong: 400, with a message."""
 
 
 # --- addresses ------------------------------------------------------------------------------
@@ -62,244 +57,153 @@ def run_url(run_id: str) -> str:
     return f"/runs/{quote(run_id, safe='')}"
 
 
-def trials_url(run_id: str, **filters: str) -> str:
-    query = urlencode({k: v for k, v in filters.items() if v})
-    return f"{run_url(run_id)}/trials" + (f"?{query}" if query else "")
+def trials_url(run_id: str, **query: str | int | None) -> str:
+    return f"{run_url(run_id)}/trials" + query_string(**query)
 
 
 def trial_url(run_id: str, task_id: str, index: int) -> str:
     return f"{run_url(run_id)}/trials/{quote(task_id, safe='')}/{index}"
 
 
-HOME = ("Runs", "/")
+def diff_url(task_id: str, a: str, b: str, **query: str | int | None) -> str:
+    return "/diff" + query_string(task=task_id, a=a, b=b, **query)
 
 
-# --- pages ----------------------------------------------------------------------------------
+def query_string(**query: str | int | None) -> str:
+    """`?k=v&…` of the values that are not empty (or `""` when none is)."""
+    kept = {k: v for k, v in query.items() if v is not None and v != ""}
+    return f"?{urlencode(kept)}" if kept else ""
 
 
-def runs_page(runs: list[RunSummary], store_url: str) -> str:
-    if not runs:
-        body = [
-            '<p class="muted">No runs yet: <code>trialkit run TARGET</code> makes one.</p>',
-            f'<p class="muted">Store: <code>{text(store_url)}</code></p>',
-        ]
-        return page("trialkit · runs", body, [])
-    rows = []
-    for run in runs:
-        counts = [
-            _count(run.passed, Verdict.PASS),
-            _count(run.failed, Verdict.FAIL),
-            _count(run.errors, Verdict.ERROR),
-        ]
-        rows.append(
-            "<tr>"
-            f'<td><a href="{run_url(run.id)}"><code>{text(run.id)}</code></a></td>'
-            f"<td>{text(run.name or '')}</td>"
-            f'<td>{text(run.suite_id)} <span class="muted">{text(run.suite_kind.value)}</span>'
-            "</td>"
-            f"<td>{text(_when(run.started_at))}</td>"
-            f"<td>{text(run.status)}</td>"
-            f'<td class="num">{run.tasks}</td>'
-            f'<td class="num">{run.trials}</td>'
-            f"<td>{', '.join(counts)}</td>"
-            f'<td class="num">{f.percent(run.pass_rate)}</td>'
-            "</tr>"
-        )
-    header = [
-        "Run",
-        "Name",
-        "Suite",
-        "Started",
-        "Status",
-        "Tasks",
-        "Trials",
-        "Verdicts",
-        "Pass rate",
-    ]
-    body = [
-        f'<p class="muted">The latest {len(runs)} runs in <code>{text(store_url)}</code>, '
-        "newest first.</p>",
-        _form(
-            "/compare",
-            [("a", "Run A", "id, id prefix or name", ""), ("b", "Run B", "against A", "")],
-            "Compare",
-        ),
-        '<div class="scroll"><table class="runs">',
-        "<thead><tr>" + "".join(f'<th scope="col">{h}</th>' for h in header) + "</tr></thead>",
-        "<tbody>",
-        *rows,
-        "</tbody></table></div>",
-    ]
-    going = any(run.status == "running" for run in runs)
-    return page("trialkit · runs", body, [], refresh=REFRESH_S if going else None)
+# --- reading the address --------------------------------------------------------------------
 
 
-def run_page(store: Store, run_id: str) -> str:
-    report = store.load_report(run_id)
-    links = Links(
-        trial=lambda task_id, index: trial_url(run_id, task_id, index),
-        nav=[HOME, ("All trials", trials_url(run_id))],
-        refresh=REFRESH_S if report.run.status == "running" else None,
+def trial_index(value: str) -> int:
+    """A trial number from an address; 400 for anything but a number a store can hold."""
+    if not value.isascii() or not value.isdigit():
+        raise BadRequest(f"trial number {value!r}: expected 0, 1, 2…")
+    # Compared as text first: int() refuses more than 4,300 digits.
+    if len(value) > len(str(MAX_TRIAL_INDEX)) or int(value) > MAX_TRIAL_INDEX:
+        shown = value if len(value) <= 20 else f"{value[:20]}…"
+        raise BadRequest(f"trial number {shown}: too large (at most {MAX_TRIAL_INDEX})")
+    return int(value)
+
+
+def page_number(request: Request) -> int:
+    value = request.query_params.get("page") or "1"
+    if not value.isascii() or not value.isdigit() or not 1 <= len(value) <= 9 or int(value) < 1:
+        raise BadRequest(f"page {value[:20]!r}: expected 1, 2, 3…")
+    return int(value)
+
+
+def required(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise BadRequest(f"the address needs ?{name}=")
+    return value
+
+
+def store_of(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def read(request: Request, action: Callable[[Store], T]) -> T:
+    """`action(store)` under the viewer's store lock (the store is shared between requests)."""
+    lock: threading.Lock = request.app.state.lock
+    with lock:
+        return action(store_of(request))
+
+
+class Paging:
+    """Where one page of a listing is: rows `first`–`last` of `total`, and its neighbours."""
+
+    def __init__(self, number: int, size: int, total: int, shown: int) -> None:
+        self.number = number
+        self.size = size
+        self.total = total
+        self.first = (number - 1) * size + 1 if shown else 0
+        self.last = (number - 1) * size + shown
+        self.pages = max(1, -(-total // size))
+        self.previous = number - 1 if number > 1 else None
+        self.next = number + 1 if shown and self.last < total else None
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def diff_lines(diff: str) -> Iterator[tuple[str, str]]:
+    """Each line of a unified diff with its class: `add`, `del`, `hunk`, `file` or `ctx`."""
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            yield "file", line
+        elif line.startswith("+"):
+            yield "add", line
+        elif line.startswith("-"):
+            yield "del", line
+        elif line.startswith("@@"):
+            yield "hunk", line
+        else:
+            yield "ctx", line
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def when(moment: datetime | None) -> str:
+    return "" if moment is None else moment.isoformat(sep=" ", timespec="seconds")
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
-    return render_html(report, links=links)
-
-
-def trials_page(store: Store, run_id: str, *, verdict: str | None, task: str | None) -> str:
-    chosen = Verdict(verdict) if verdict else None
-    tasks = [task] if task else None
-    listing = queries.list_trials(store, run_id, tasks=tasks, verdict=chosen, limit=TRIALS_SHOWN)
-    shown = len(listing.lines)
-    rows = [
-        f'<tr class="{verdict_class(line.verdict)}">'
-        f'<td class="nowrap"><a href="{trial_url(run_id, line.task_id, line.index)}">'
-        f'<span class="task-id">{text(line.task_id)}</span> #{line.index}</a></td>'
-        f"<td>{verdict_badge(line.verdict)}</td>"
-        f"<td>{text(line.status.value)}</td>"
-        f'<td class="num">{f.seconds(line.duration_s)}</td>'
-        f'<td class="num">{line.input_tokens + line.output_tokens:,}</td>'
-        f'<td class="num">{f.cost(line.cost_usd)}</td>'
-        f'<td class="reason">{text(_why(line))}</td>'
-        "</tr>"
-        for line in listing.lines
-    ]
-    header = ["Trial", "Verdict", "Status", "Duration", "Tokens", "Cost", "Why it did not pass"]
-    more = (
-        f" Showing the first {shown}; choose a verdict or a task to see others."
-        if listing.total > shown
-        else ""
+    env.globals.update(
+        run_url=run_url,
+        trials_url=trials_url,
+        trial_url=trial_url,
+        diff_url=diff_url,
+        query_string=query_string,
+        diff_lines=diff_lines,
+        symbols=VERDICT_SYMBOLS,
+        Verdict=Verdict,
     )
-    body = [
-        _filters(run_id, verdict, task),
-        f'<p class="muted">{listing.total:,} trials match.{more}</p>',
-        '<div class="scroll"><table class="trials">',
-        "<thead><tr>" + "".join(f'<th scope="col">{h}</th>' for h in header) + "</tr></thead>",
-        "<tbody>",
-        *rows,
-        "</tbody></table></div>",
-    ]
-    nav = [HOME, (f"Run {run_id}", run_url(run_id))]
-    return page(f"trialkit · trials of run {run_id}", body, nav)
-
-
-def trial_page(store: Store, run_id: str, task_id: str, index: int) -> str:
-    from trialkit.reports.transcript import render_trial
-
-    trial = store.load_trial(run_id, task_id, index)
-    name = queries.run_name(store, run_id)
-    others = queries.trial_indices(store, run_id, task_id)
-    terminal = _terminal(lambda console: render_trial(trial, console, full=True, run_name=name))
-    siblings = " ".join(
-        f"<strong>#{i}</strong>"
-        if i == index
-        else f'<a href="{trial_url(run_id, task_id, i)}">#{i}</a>'
-        for i in others
+    env.filters.update(
+        percent=f.percent,
+        seconds=f.seconds,
+        cost=f.cost,
+        number=f.number,
+        when=when,
+        pretty_json=pretty_json,
+        error_text=f.error_text,
     )
-    diff = _form(
-        "/diff",
-        [("b", "Diff against run", "id, id prefix or name", "")],
-        "Diff",
-        hidden=[("task", task_id), ("a", run_id), ("trial", str(index))],
+    return env
+
+
+TEMPLATE_ENV = _environment()
+
+
+def render(
+    request: Request, template: str, *, status_code: int = 200, **context: Any
+) -> HTMLResponse:
+    """The page `template` (a file in templates/) filled with `context`.
+
+    Every template also gets `request`, `store_url`, `csrf_token()` and `refresh` (seconds
+    between reloads, or None)."""
+    context.setdefault("refresh", None)
+    page = TEMPLATE_ENV.get_template(template).render(
+        request=request,
+        store_url=store_of(request).url,
+        csrf_token=lambda: csrf_token(request),
+        **context,
     )
-    body = [f'<p class="muted">Trials of this task: {siblings}</p>', diff, terminal]
-    nav = [HOME, (f"Run {run_id}", run_url(run_id)), ("All trials", trials_url(run_id))]
-    return page(f"trialkit · {task_id} #{index} · run {run_id}", body, nav)
+    return HTMLResponse(page, status_code=status_code)
 
 
-def diff_page(store: Store, task_id: str, run_ids: tuple[str, str], index: int) -> str:
-    from trialkit.reports.transcript_diff import diff_trials, render_diff
-
-    a, b = (store.load_trial(run_id, task_id, index) for run_id in run_ids)
-    names = queries.run_name(store, run_ids[0]), queries.run_name(store, run_ids[1])
-    diff = diff_trials(a, b, run_names=names)
-    nav = [HOME, *((f"Run {run_id}", run_url(run_id)) for run_id in run_ids)]
-    title = f"trialkit · {task_id} #{index} · run {run_ids[0]} against run {run_ids[1]}"
-    return page(title, [_terminal(lambda console: render_diff(diff, console))], nav)
-
-
-def compare_page(store: Store, refs: list[str]) -> str:
-    from trialkit.analysis.compare import compare_runs
-    from trialkit.reports.compare import render_compare_terminal
-
-    comparison = compare_runs(store, refs)
-    nav = [HOME, *((f"Run {ref}", run_url(ref)) for ref in refs)]
-    body = [_terminal(lambda console: render_compare_terminal(comparison, console))]
-    return page(f"trialkit · compare {' · '.join(refs)}", body, nav)
-
-
-def message_page(status: int, message: str) -> str:
-    return page(f"trialkit · {status}", [f'<p class="reason">{text(message)}</p>'], [HOME])
-
-
-# --- helpers --------------------------------------------------------------------------------
-
-
-def _terminal(draw: Callable[[Console], None]) -> str:
-    """What `draw` prints on a terminal, as HTML: rich records it and escapes the text."""
-    console = Console(
-        file=io.StringIO(),
-        record=True,
-        width=TERMINAL_WIDTH,
-        force_terminal=True,
-        color_system="truecolor",
-    )
-    draw(console)
-    code = console.export_html(
-        theme=DEFAULT_TERMINAL_THEME, inline_styles=True, code_format="{code}"
-    )
-    return f'<pre class="terminal">\n{code}</pre>'
-
-
-def _count(n: int, verdict: Verdict) -> str:
-    zero = "" if n else " zero"
-    return f'<span class="count {verdict_class(verdict)}{zero}">{n} {f.COUNT_WORDS[verdict]}</span>'
-
-
-def _when(moment: datetime) -> str:
-    return moment.isoformat(sep=" ", timespec="seconds")
-
-
-def _why(line: queries.TrialLine) -> str:
-    if line.error is not None:
-        return f.error_text(line.error)
-    if line.check is None:
-        return ""
-    reason = f"{line.check}: {line.rationale}" if line.rationale else line.check
-    return reason
-
-
-def _form(
-    action: str,
-    fields: list[tuple[str, str, str, str]],
-    button: str,
-    *,
-    hidden: Sequence[tuple[str, str]] = (),
-) -> str:
-    """A GET form: text `fields` as (name, label, placeholder, value), then `hidden` ones."""
-    inputs = "".join(
-        f'<label>{text(label)}<input name="{name}" value="{text(value)}" '
-        f'placeholder="{text(placeholder)}"></label>'
-        for name, label, placeholder, value in fields
-    )
-    kept = "".join(
-        f'<input type="hidden" name="{name}" value="{text(value)}">' for name, value in hidden
-    )
-    return (
-        f'<form class="filters" method="get" action="{action}">{inputs}{kept}'
-        f'<button type="submit">{text(button)}</button></form>'
-    )
-
-
-def _filters(run_id: str, verdict: str | None, task: str | None) -> str:
-    options = "".join(
-        f'<option value="{v.value}"{" selected" if v.value == verdict else ""}>{v.value}</option>'
-        for v in Verdict
-    )
-    return (
-        f'<form class="filters" method="get" action="{trials_url(run_id)}">'
-        f'<label>Verdict<select name="verdict"><option value="">any</option>{options}'
-        "</select></label>"
-        f'<label>Task<input name="task" value="{text(task or "")}" placeholder="task id">'
-        "</label>"
-        '<button type="submit">Show</button>'
-        "</form>"
-    )
+def message_page(request: Request, status: int, message: str) -> HTMLResponse:
+    return render(request, "message.html", status_code=status, code=status, message=message)

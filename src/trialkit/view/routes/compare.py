@@ -1,0 +1,83 @@
+"""Runs side by side (`/compare?a=RUN&b=RUN[&c=…]`) and two trials side by side (`/diff`)."""
+
+from __future__ import annotations
+
+import string
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from trialkit.store import Store
+from trialkit.view import pages
+from trialkit.view.routes.trials import TrialPage, load_trial_page
+
+RUN_KEYS = string.ascii_lowercase
+
+
+def compare_page(request: Request) -> Response:
+    from trialkit.analysis.compare import CompareError, compare_runs
+    from trialkit.reports import compare as words
+
+    query = request.query_params
+    refs = [query[k] for k in RUN_KEYS if query.get(k)]
+    if len(refs) < 2:
+        raise pages.BadRequest("compare needs two runs: /compare?a=RUN&b=RUN")
+    try:
+        comparison = pages.read(request, lambda store: compare_runs(store, refs))
+    except CompareError as exc:
+        raise pages.BadRequest(str(exc)) from exc
+    return pages.render(
+        request,
+        "compare.html",
+        nav_current="compare",
+        comparison=comparison,
+        words=words,
+        refs=refs,
+        title=words.compare_title(comparison),
+        run_header=words.RUN_HEADER,
+        change_words=words.CHANGE_WORDS,
+    )
+
+
+def diff_page(request: Request) -> Response:
+    """One task's trials in two runs: `?trial=N` the same number in both (0 by default), or
+    `?a_trial=N&b_trial=M`."""
+    task_id = pages.required(request, "task")
+    a, b = pages.required(request, "a"), pages.required(request, "b")
+    query = request.query_params
+    both = query.get("trial") or "0"
+    indices = (
+        pages.trial_index(query.get("a_trial") or both),
+        pages.trial_index(query.get("b_trial") or both),
+    )
+
+    def load(store: Store) -> tuple[TrialPage, TrialPage]:
+        return (
+            load_trial_page(store, a, task_id, indices[0]),
+            load_trial_page(store, b, task_id, indices[1]),
+        )
+
+    sides = pages.read(request, load)
+    same_output = sides[0].trial.outcome.output == sides[1].trial.outcome.output
+    return pages.render(
+        request,
+        "diff.html",
+        nav_current="compare",
+        task_id=task_id,
+        sides=sides,
+        same_output=same_output,
+    )
+
+
+def compare_form(request: Request) -> Response:
+    """`/compare` without runs: the form to choose them."""
+    if request.query_params:
+        return compare_page(request)
+    return pages.render(request, "compare_form.html", nav_current="compare")
+
+
+routes: list[BaseRoute] = [
+    Route("/compare", compare_form, methods=["GET"], name="compare"),
+    Route("/diff", diff_page, methods=["GET"], name="diff"),
+]
