@@ -20,7 +20,7 @@ from trialkit._record import Record
 from trialkit.graders.base import trial_verdict
 from trialkit.graders.human import HUMAN, marked_for_review, pending_score
 from trialkit.score import Score, Verdict
-from trialkit.store import rows
+from trialkit.store import rows, search_index
 from trialkit.store.errors import GraderNotFound, RunNotFound, StoreError, TrialNotFound
 from trialkit.store.schema import labels, run_tasks, runs, scores, trials
 from trialkit.trial import TrialStatus
@@ -111,6 +111,8 @@ def apply_label(conn: Connection, label: Label, *, run_id: str) -> None:
     )
     conn.execute(delete(scores).where(*of_trial))
     conn.execute(insert(scores), rows.scores_of(run_id, label.task_id, label.trial, checks))
+    rationales = [{"name": s.name, "rationale": s.rationale} for s in checks]
+    search_index.replace_rationales(conn, run_id, label.task_id, label.trial, rationales)
     same_key = (
         labels.c.run_id == run_id,
         labels.c.task_id == label.task_id,

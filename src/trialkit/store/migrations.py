@@ -38,7 +38,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import CreateColumn, CreateIndex, DropIndex
 
-from trialkit.store import schema
+from trialkit.store import schema, search_index
+from trialkit.store.encoding import escape_nul, unescape_nul, unpack_json
 from trialkit.store.engine import WRITE_OPTION
 from trialkit.store.errors import StoreError
 
@@ -308,6 +309,89 @@ def m007_task_source(conn: Connection) -> None:
         conn.exec_driver_sql(add_column_sql(conn.dialect, column))
 
 
+def m008_search(conn: Connection) -> None:
+    """The search index: `search_docs` (a trial's input, output, error and grader rationales,
+    one row each) with the database's full-text index over it (SQLite: the FTS5 table
+    `search_fts` and its triggers; PostgreSQL: a GIN index), and `trial_tools` (the tools each
+    trial called). Trials stored before are indexed from their rows, in batches."""
+    md = MetaData()
+
+    def of_trial(*, key: bool) -> list[Any]:
+        return [
+            Column("run_id", Text, nullable=False, primary_key=key),
+            Column("task_id", Text, nullable=False, primary_key=key),
+            Column("trial_idx", Integer, nullable=False, primary_key=key),
+            ForeignKeyConstraint(
+                ["run_id", "task_id", "trial_idx"],
+                ["trials.run_id", "trials.task_id", "trials.idx"],
+                ondelete="CASCADE",
+            ),
+        ]
+
+    trials = Table(
+        "trials",
+        md,
+        *(Column(name, Text) for name in ("run_id", "task_id", "output", "error")),
+        Column("idx", Integer, primary_key=True),
+        Column("transcript", Text),
+        Column("transcript_packed", LargeBinary),
+        Column("scores", Text),
+    )
+    docs = Table(
+        "search_docs",
+        md,
+        Column("id", Integer, primary_key=True),
+        *of_trial(key=False),
+        Column("field", String, nullable=False),
+        Column("position", Integer, nullable=False),
+        Column("grader", Text),
+        Column("text", Text, nullable=False),
+        Index("ix_search_docs_trial", "run_id", "task_id", "trial_idx"),
+    )
+    tools = Table(
+        "trial_tools",
+        md,
+        *of_trial(key=True),
+        Column("name", Text, primary_key=True),
+    )
+    docs.create(conn)
+    tools.create(conn)
+    search_index.create_fulltext(conn)
+    key = (trials.c.run_id, trials.c.task_id, trials.c.idx)
+    columns = (trials.c.output, trials.c.error, trials.c.transcript, trials.c.transcript_packed)
+    last: tuple[Any, ...] | None = None
+    while True:  # by key, in batches: a big store's rows are never all in memory
+        page = select(*key, *columns, trials.c.scores).order_by(*key)
+        if last is not None:
+            page = page.where(tuple_(*key) > tuple_(*(literal(v) for v in last)))
+        rows = conn.execute(page.limit(_SEARCH_BATCH)).all()
+        if not rows:
+            return
+        last = tuple(rows[-1][:3])
+        found_docs, found_tools = [], []
+        for row in rows:
+            found = search_index.documents(
+                {"run_id": row.run_id, "task_id": row.task_id, "trial_idx": row.idx},
+                transcript=json.loads(unpack_json(row.transcript, row.transcript_packed)),
+                output=None if row.output is None else unescape_nul(row.output),
+                error=None if row.error is None else json.loads(row.error),
+                scores=json.loads(row.scores),
+            )
+            found_docs.extend(found[0])
+            found_tools.extend(found[1])
+        for doc in found_docs:
+            doc["text"] = escape_nul(doc["text"])
+            if doc["grader"] is not None:
+                doc["grader"] = escape_nul(doc["grader"])
+        if found_docs:
+            conn.execute(docs.insert(), found_docs)
+        if found_tools:
+            conn.execute(tools.insert(), [t | {"name": escape_nul(t["name"])} for t in found_tools])
+
+
+_SEARCH_BATCH = 500
+
+
 def add_column_sql(dialect: Dialect, column: Column[Any]) -> str:
     """`ALTER TABLE … ADD COLUMN …`, which SQLite and PostgreSQL both run in place for a
     nullable column, or a NOT NULL one with a constant default; the column is rendered by the
@@ -327,6 +411,7 @@ MIGRATIONS: Sequence[Migration] = (
     m005_report_indexes,
     m006_labels,
     m007_task_source,
+    m008_search,
 )
 """Every migration, in the order they apply. Append only."""
 

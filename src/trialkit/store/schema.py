@@ -11,6 +11,9 @@ free text is `SafeText` (see `encoding.py`). The token columns repeat `usage` an
 `grader_usage` so that reports add them up in SQL, from the covering index `ix_trials_report`.
 `labels` keeps one human reviewer's label per trial and grader (a later one replaces it); the
 label is also applied to the trial's score and verdict, which is what reports read.
+`search_docs` and `trial_tools` are the search index (m008_search, see `search_index.py`); its
+full-text part is the database's own and not declared here: SQLite's FTS5 table `search_fts`
+and its triggers, PostgreSQL's GIN index `ix_search_docs_tsv` on an expression.
 """
 
 from __future__ import annotations
@@ -162,6 +165,40 @@ labels = Table(
     Column("reviewer", SafeText),
     Column("labeled_at", String(32), nullable=False),
     Column("comment", SafeText),
+    ForeignKeyConstraint(
+        ["run_id", "task_id", "trial_idx"],
+        ["trials.run_id", "trials.task_id", "trials.idx"],
+        ondelete="CASCADE",
+    ),
+)
+
+search_docs = Table(
+    "search_docs",
+    metadata,
+    # An INTEGER PRIMARY KEY is SQLite's rowid, which FTS5 refers to (VACUUM keeps it).
+    Column("id", Integer, primary_key=True),
+    Column("run_id", SafeText, nullable=False),
+    Column("task_id", SafeText, nullable=False),
+    Column("trial_idx", Integer, nullable=False),
+    Column("field", String, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("grader", SafeText),
+    Column("text", SafeText, nullable=False),
+    ForeignKeyConstraint(
+        ["run_id", "task_id", "trial_idx"],
+        ["trials.run_id", "trials.task_id", "trials.idx"],
+        ondelete="CASCADE",
+    ),
+    Index("ix_search_docs_trial", "run_id", "task_id", "trial_idx"),
+)
+
+trial_tools = Table(
+    "trial_tools",
+    metadata,
+    Column("run_id", SafeText, primary_key=True),
+    Column("task_id", SafeText, primary_key=True),
+    Column("trial_idx", Integer, primary_key=True),
+    Column("name", SafeText, primary_key=True),
     ForeignKeyConstraint(
         ["run_id", "task_id", "trial_idx"],
         ["trials.run_id", "trials.task_id", "trials.idx"],

@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from trialkit._record import Record
 from trialkit.report import MAX_RESULTS_PER_TASK, Report, RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Verdict
-from trialkit.store import aggregates, rows, schema
+from trialkit.store import aggregates, rows, schema, search_index
 from trialkit.store import labels as store_labels
 from trialkit.store.encoding import SafeText
 from trialkit.store.engine import WRITE_OPTION, create_store_engine
@@ -135,6 +135,12 @@ class Store:
             return
         trial_rows = [rows.trial_row(t) for t in latest.values()]
         score_rows = [row for t in latest.values() for row in rows.score_rows(t)]
+        docs: list[dict[str, Any]] = []
+        tools: list[dict[str, Any]] = []
+        for t in latest.values():
+            found = search_index.trial_documents(t)
+            docs.extend(found[0])
+            tools.extend(found[1])
         by_run: dict[str, list[tuple[str, int]]] = {}
         for run_id, task_id, index in latest:
             by_run.setdefault(run_id, []).append((task_id, index))
@@ -151,6 +157,7 @@ class Store:
             conn.execute(insert(schema.trials), trial_rows)
             if score_rows:
                 conn.execute(insert(schema.scores), score_rows)
+            search_index.save_documents(conn, docs, tools)
 
     def save_label(self, label: Label, *, run_id: str | None = None) -> None:
         """Store a reviewer's label and apply it to its trial (see `save_labels`)."""
