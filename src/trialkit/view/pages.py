@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from trialkit.reports import _format as f
+from trialkit.reports.transcript import TurnView
 from trialkit.score import Verdict
 from trialkit.store import Store
 from trialkit.view.security import csrf_token
@@ -147,6 +148,22 @@ def diff_lines(diff: str) -> Iterator[tuple[str, str]]:
             yield "ctx", line
 
 
+def timeline(view: TurnView) -> list[tuple[str, Any]]:
+    """What the agent did in one turn, in order: `("message", Message)` and `("tool",
+    ToolCall)` items, each tool call (with its result) right after the message that made it;
+    a tool message whose call is shown is left out (its result is in the call)."""
+    calls = {call.id: call for call in view.tool_calls}
+    made = {c.id for m in view.replies for c in m.tool_calls if c.id in calls}
+    items: list[tuple[str, Any]] = []
+    for message in view.replies:
+        if message.role == "tool" and message.tool_call_id in made:
+            continue
+        items.append(("message", message))
+        items += [("tool", calls.get(c.id, c)) for c in message.tool_calls]
+    items += [("tool", call) for call in view.tool_calls if call.id not in made]
+    return items
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
@@ -170,6 +187,7 @@ def _environment() -> Environment:
         diff_url=diff_url,
         query_string=query_string,
         diff_lines=diff_lines,
+        timeline=timeline,
         symbols=VERDICT_SYMBOLS,
         Verdict=Verdict,
     )

@@ -91,7 +91,8 @@ class TrialPage:
     trial: Trial
     run_id: str
     run_name: str | None
-    system: list[Message]
+    system: list[str]
+    """The system prompts the agent was given."""
     task_input: str | list[Message] | None
     turns: list[TurnView]
     grader_calls: list[ModelCall]
@@ -113,12 +114,28 @@ def load_trial_page(store: Store, ref: str, task_id: str, index: int) -> TrialPa
         trial=trial,
         run_id=run_id,
         run_name=queries.run_name(store, run_id),
-        system=[m for m in transcript.messages if m.role == "system"],
+        system=_system_prompts(trial),
         task_input=first,
         turns=turns_of(transcript),
         grader_calls=[c for c in transcript.model_calls if c.role == "grader"],
         siblings=queries.trial_indices(store, run_id, task_id),
     )
+
+
+def _system_prompts(trial: Trial) -> list[str]:
+    """The system messages of the transcript, else those the agent's first model call sent."""
+    found = [m.content for m in trial.transcript.messages if m.role == "system"]
+    calls = [c for c in trial.transcript.model_calls if c.role == "agent"]
+    if found or not calls:
+        return found
+    sent = calls[0].request.get("messages")
+    if not isinstance(sent, list):
+        return []
+    return [
+        m["content"]
+        for m in sent
+        if isinstance(m, dict) and m.get("role") == "system" and isinstance(m.get("content"), str)
+    ]
 
 
 def trial_page(request: Request) -> Response:
