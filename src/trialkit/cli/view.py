@@ -40,9 +40,10 @@ def view_command(
     try:
         from trialkit.view import ViewServer
     except ModuleNotFoundError as exc:
-        if exc.name not in VIEW_PACKAGES:
+        package = (exc.name or "").partition(".")[0]
+        if package not in VIEW_PACKAGES:
             raise
-        fail(f"trialkit view needs {exc.name}: pip install 'trialkit[view]'")
+        fail(f"trialkit view needs {package}: pip install 'trialkit[view]'")
 
     with open_store(store_url) as store:
         try:
