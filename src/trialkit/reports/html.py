@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from trialkit._record import ErrorInfo
@@ -90,41 +88,27 @@ margin:1rem 0;padding:.3rem .9rem}.gate p{margin:.3rem 0}.gate strong{color:var(
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 
-@dataclass(frozen=True)
-class Links:
-    """Where a served page links to (the viewer's): each trial's transcript, and a line of
-    navigation above the title. The file report has none, so it works from disk."""
-
-    trial: Callable[[str, int], str]
-    """The URL of trial `index` of task `task_id`."""
-    nav: list[tuple[str, str]] = field(default_factory=list)
-    """(label, URL) pairs, in order."""
-    refresh: int | None = None
-    """Reload the page every so many seconds (a run still going)."""
-
-
-def render_html(report: Report, *, links: Links | None = None) -> str:
-    """The report as one HTML page; `links` makes trial numbers link to their transcripts."""
+def render_html(report: Report) -> str:
+    """The report as one HTML page."""
     title = f"trialkit · {f.run_title(report)}"
     body = [
-        *_header(report, title, links),
+        *_header(report, title),
         "<main>",
         *_gate(report),
         *_summary(report),
         *_task_table(report),
-        *_details(report, links),
+        *_details(report),
         *_settings(report),
         "</main>",
         f"<footer>Written by trialkit from run <code>{text(report.run.id)}</code>: one file, "
         "no scripts, no network.</footer>",
     ]
-    return document(title, body, refresh=links.refresh if links else None)
+    return document(title, body)
 
 
-def document(title: str, body: list[str], *, css: str = "", refresh: int | None = None) -> str:
+def document(title: str, body: list[str], *, css: str = "") -> str:
     """A whole page around `body` (markup): the charset, the Content-Security-Policy, the
-    stylesheet (plus `css`) and the title (text); `refresh` reloads it every so many seconds
-    (the viewer's pages of a run still going), with no script."""
+    stylesheet (plus `css`) and the title (text)."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -132,7 +116,6 @@ def document(title: str, body: list[str], *, css: str = "", refresh: int | None 
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        *([f'<meta http-equiv="refresh" content="{refresh:d}">'] if refresh else []),
         '<meta name="generator" content="trialkit">',
         f"<title>{text(title)}</title>",
         f"<style>\n{CSS}{css}</style>",
@@ -161,18 +144,10 @@ def verdict_badge(verdict: Verdict) -> str:
     return f'<span class="verdict {verdict_class(verdict)}">{SYMBOLS[verdict]} {word}</span>'
 
 
-def nav_line(nav: list[tuple[str, str]]) -> list[str]:
-    if not nav:
-        return []
-    items = " · ".join(f'<a href="{text(url)}">{text(label)}</a>' for label, url in nav)
-    return [f'<nav class="muted">{items}</nav>']
-
-
-def _header(report: Report, title: str, links: Links | None) -> list[str]:
+def _header(report: Report, title: str) -> list[str]:
     warn = " warn" if f.run_ending(report) else ""
     lines = [
         "<header>",
-        *nav_line(links.nav if links else []),
         f"<h1>{text(title)}</h1>",
         f'<p class="subtitle{warn}">{text(f.run_subtitle(report))}</p>',
     ]
@@ -289,18 +264,18 @@ def _task_table(report: Report) -> list[str]:
     return [*lines, "</tbody>", "</table></div>", "</section>"]
 
 
-def _details(report: Report, links: Links | None) -> list[str]:
+def _details(report: Report) -> list[str]:
     failing = report.failing_tasks
     if not failing:
         return []
     anchors = _anchors(report)
     lines = ['<section id="details">', "<h2>Tasks that did not pass every trial</h2>"]
     for task in failing:
-        lines += _task_details(task, anchors[task.id], report.run.id, links)
+        lines += _task_details(task, anchors[task.id], report.run.id)
     return [*lines, "</section>"]
 
 
-def _task_details(task: TaskReport, anchor: str, run_id: str, links: Links | None) -> list[str]:
+def _task_details(task: TaskReport, anchor: str, run_id: str) -> list[str]:
     """A task that did not pass is shown open; a passing task with failed trials, closed."""
     is_open = " open" if task.verdict is not Verdict.PASS else ""
     lines = [
@@ -310,13 +285,7 @@ def _task_details(task: TaskReport, anchor: str, run_id: str, links: Links | Non
     ]
     groups = f.group_trials(f.non_passing_trials(task))
     for group in groups:
-        label = f.trial_label(group)
-        if links is not None:
-            numbers = ", ".join(
-                f'<a href="{text(links.trial(task.id, r.trial))}">#{r.trial}</a>' for r in group
-            )
-            label = f"{label.split(' ', 1)[0]} {numbers}"
-        lines += _trial_group(group, label)
+        lines += _trial_group(group, text(f.trial_label(group)))
     if task.results_omitted:
         lines.append(
             f'<p class="note">{task.results_omitted} of its {task.trials} trials are not kept '
@@ -329,7 +298,7 @@ def _task_details(task: TaskReport, anchor: str, run_id: str, links: Links | Non
 
 
 def _trial_group(group: list[TrialResult], label: str) -> list[str]:
-    """`label` is markup: "Trials #0, #1", its numbers maybe links."""
+    """`label` is markup: "Trials #0, #1"."""
     result = group[0]
     head = [
         f'<strong class="trial-label">{label}</strong>',
