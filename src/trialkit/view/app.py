@@ -1,8 +1,8 @@
 """The viewer as an ASGI application: `create_app(store, allowed_hosts=…)`.
 
 Pages live in route modules under `trialkit/view/routes/`, one per part of the viewer
-(`runs`, `trials`, `compare`, `api`). Each exports `routes: list[BaseRoute]`; `ROUTE_MODULES`
-below lists them in the order they are matched.
+(`runs`, `trials`, `compare`, `review`, `api`). Each exports `routes: list[BaseRoute]`;
+`ROUTE_MODULES` below lists them in the order they are matched.
 
 To add a page:
 
@@ -20,6 +20,8 @@ To add a page:
 
 A route that changes something (POST) wraps its async endpoint in
 `security.csrf_protected`, and its form carries `csrf_token()` as the `csrf_token` field.
+The review routes (`routes/review.py`) are the only ones that write, and only while
+`app.state.read_only` is `None`.
 """
 
 from __future__ import annotations
@@ -41,18 +43,23 @@ from starlette.types import Scope
 
 from trialkit.store import AmbiguousRun, RunNotFound, Store, TrialNotFound
 from trialkit.view import pages
-from trialkit.view.routes import api, compare, runs, trials
+from trialkit.view.routes import api, compare, review, runs, trials
 from trialkit.view.security import SecurityMiddleware
 
-ROUTE_MODULES: list[ModuleType] = [runs, trials, compare, api]
+ROUTE_MODULES: list[ModuleType] = [runs, trials, compare, review, api]
 NOT_FOUND = (pages.NotFound, RunNotFound, TrialNotFound)
 BAD_REQUEST = (pages.BadRequest, AmbiguousRun)
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
-def create_app(store: Store, *, allowed_hosts: Iterable[str] | None) -> Starlette:
+def create_app(
+    store: Store, *, allowed_hosts: Iterable[str] | None, read_only: bool = False
+) -> Starlette:
     """The viewer of `store`, answering only requests whose `Host` is in `allowed_hosts`
-    (`None`: any host, for a viewer listening beyond loopback)."""
+    (`None`: any host, for a viewer listening beyond loopback).
+
+    It takes labels from its review forms unless `read_only`, or unless it answers any host:
+    labels are written only through a viewer on loopback."""
     routes: list[BaseRoute] = [r for module in ROUTE_MODULES for r in module.routes]
     routes.append(Mount("/static", app=StaticFiles(directory=pages.STATIC), name="static"))
     app = Starlette(
@@ -69,6 +76,13 @@ def create_app(store: Store, *, allowed_hosts: Iterable[str] | None) -> Starlett
     app.state.store = store
     app.state.lock = threading.Lock()
     app.state.csrf_secret = secrets.token_bytes(32)
+    app.state.read_only = (
+        "it was started read-only (--read-only)"
+        if read_only
+        else "it listens beyond loopback"
+        if allowed_hosts is None
+        else None
+    )
     return app
 
 

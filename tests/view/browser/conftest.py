@@ -50,8 +50,10 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Module-scoped: Playwright's sync API keeps an event loop running in this thread while it
+    is open, and tests elsewhere start their own loops (`anyio.run`)."""
     try:
         from playwright.sync_api import sync_playwright
     except ModuleNotFoundError:
