@@ -104,9 +104,9 @@ COMMANDS: Mapping[str, LazyCommand] = {
     "view": LazyCommand(
         "trialkit.cli.view",
         "view_command",
-        "Serve a read-only web viewer of the store until Ctrl-C: the runs, each run's report, "
-        "every trial's transcript, transcript diffs and comparisons of runs, and the same as "
-        "JSON under /api/.",
+        "Serve a web viewer of the store until Ctrl-C: the runs, each run's report, every "
+        "trial's transcript, transcript diffs and comparisons of runs, the same as JSON under "
+        "/api/, and review forms that label trials (on loopback, unless --read-only).",
     ),
 }
 

@@ -28,15 +28,25 @@ VIEW_PACKAGES = {"starlette", "jinja2", "uvicorn", "markupsafe", "h11"}
     help="Port to listen on (0: any free port).",
 )
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a web browser.")
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Show labels but take none: no review form, and every POST refused.",
+)
 @store_option
 @debug_option
 @handle_errors
 def view_command(
-    host: str, port: int, open_browser: bool, store_url: str | None, debug: bool
+    host: str,
+    port: int,
+    open_browser: bool,
+    read_only: bool,
+    store_url: str | None,
+    debug: bool,
 ) -> None:
-    """Serve a read-only web viewer of the store until Ctrl-C: the runs, each run's report,
-    every trial's transcript, transcript diffs and comparisons of runs, and the same as JSON
-    under /api/."""
+    """Serve a web viewer of the store until Ctrl-C: the runs, each run's report, every
+    trial's transcript, transcript diffs and comparisons of runs, the same as JSON under
+    /api/, and review forms that label trials (on loopback, unless --read-only)."""
     try:
         from trialkit.view import ViewServer
     except ModuleNotFoundError as exc:
@@ -47,7 +57,7 @@ def view_command(
 
     with open_store(store_url) as store:
         try:
-            server = ViewServer(store, host=host, port=port)
+            server = ViewServer(store, host=host, port=port, read_only=read_only)
         except OSError as exc:
             fail(listen_error(host, port, exc))
         click.echo(f"trialkit view: {server.url} (store {store.url}); Ctrl-C stops it", err=True)

@@ -21,9 +21,12 @@ START_TIMEOUT_S = 30
 
 
 class ViewServer:
-    """The viewer of one store, listening on `host`:`port` (0: a free port)."""
+    """The viewer of one store, listening on `host`:`port` (0: a free port); it takes labels
+    from its review forms unless `read_only` (or listening beyond loopback)."""
 
-    def __init__(self, store: Store, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, store: Store, *, host: str = "127.0.0.1", port: int = 0, read_only: bool = False
+    ) -> None:
         self.store = store
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
@@ -34,7 +37,7 @@ class ViewServer:
         except OSError:
             self.socket.close()
             raise
-        self.app = create_app(store, allowed_hosts=self.allowed_hosts())
+        self.app = create_app(store, allowed_hosts=self.allowed_hosts(), read_only=read_only)
         config = uvicorn.Config(
             self.app,
             log_config=None,

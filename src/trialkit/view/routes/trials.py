@@ -141,8 +141,14 @@ def _system_prompts(trial: Trial) -> list[str]:
 def trial_page(request: Request) -> Response:
     ref, task_id = request.path_params["ref"], request.path_params["task"]
     index = pages.trial_index(request.path_params["index"])
-    view = pages.read(request, lambda store: load_trial_page(store, ref, task_id, index))
-    return pages.render(request, "trial.html", nav_current="runs", view=view)
+    from trialkit.view.routes.review import ReviewForm, trial_review
+
+    def load(store: Store) -> tuple[TrialPage, ReviewForm]:
+        view = load_trial_page(store, ref, task_id, index)
+        return view, trial_review(request, store, view.trial)
+
+    view, review = pages.read(request, load)
+    return pages.render(request, "trial.html", nav_current="runs", view=view, review=review)
 
 
 routes: list[BaseRoute] = [
