@@ -4,6 +4,18 @@ The browser is `$TRIALKIT_TEST_CHROMIUM` (default `/usr/bin/chromium`; Playwrigh
 browser download is never used). Without it, or without the `playwright` package, these tests
 are skipped, unless `TRIALKIT_REQUIRE_BROWSER=1` (CI), which fails them. Screenshots go to
 `$TRIALKIT_SCREENSHOTS`, or to a folder under pytest's temp folder; the tests print it.
+
+A browser test takes `open_page` (and `store` for run ids), opens a page and checks it, then
+that nothing went wrong in the browser:
+
+    def test_the_new_page(open_page: OpenPage, store: Store) -> None:
+        watched = open_page(color_scheme="dark")  # any Playwright context option
+        assert watched.goto(f"/runs/{store.resolve_run('before')}") == 200
+        assert "Summary" in watched.page.locator("main").inner_text()
+        assert watched.errors == []  # console errors, page errors, CSP violations
+
+`stores.fill` makes the runs (`tools`, `before`, `after`, `many`); add what a new page needs
+there.
 """
 
 from __future__ import annotations

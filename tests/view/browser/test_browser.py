@@ -60,7 +60,10 @@ def test_a_csp_violation_would_be_caught(open_page: OpenPage) -> None:
         "() => { const s = document.createElement('script');"
         " s.textContent = 'window.ran = 1'; document.body.append(s); }"
     )
-    watched.page.wait_for_timeout(100)
+    for _ in range(100):  # the violation is reported asynchronously
+        if watched.errors:
+            break
+        watched.page.wait_for_timeout(50)
     assert watched.page.evaluate("() => window.ran") is None
     assert any("CSP violation: script-src" in e for e in watched.errors), watched.errors
 
