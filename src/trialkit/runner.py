@@ -310,6 +310,7 @@ class Runner:
             "timeout": self.timeout,
             "task_ids": list(self.task_ids),
             "tags": list(self.tags),
+            "planned_trials": self.most_trials(suite),
             "harness": getattr(harness, "name", type(harness).__name__),
             "model": model_name(self._model_for(harness, suite, None))
             if isinstance(harness, ChatHarness)

@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute, Route
 from trialkit.reports.transcript import TurnView, turns_of, why_not_passed
 from trialkit.score import Verdict
 from trialkit.store import Store, queries
+from trialkit.store.progress import RunProgress, run_progress
 from trialkit.transcript import Message, ModelCall
 from trialkit.trial import Trial
 from trialkit.view import pages
@@ -40,13 +41,13 @@ def trials_page(request: Request) -> Response:
     task = request.query_params.get("task") or ""
     number = pages.page_number(request)
 
-    def load(store: Store) -> tuple[str, queries.TrialListing, list[str] | None]:
+    def load(store: Store) -> tuple[str, queries.TrialListing, list[str] | None, RunProgress]:
         run_id = store.resolve_run(ref)
         tasks = matching_tasks(_task_ids(store, run_id), task) if task else None
         listing = _listing(store, run_id, tasks, verdict, number)
-        return run_id, listing, tasks
+        return run_id, listing, tasks, run_progress(store, run_id, limit=0)
 
-    run_id, listing, tasks = pages.read(request, load)
+    run_id, listing, tasks, progress = pages.read(request, load)
     lines = [(line, why_not_passed(line)) for line in listing.lines]
     return pages.render(
         request,
@@ -60,6 +61,8 @@ def trials_page(request: Request) -> Response:
         verdicts=[v.value for v in Verdict],
         paging=pages.Paging(number, TRIALS_PER_PAGE, listing.total, len(listing.lines)),
         filters={"verdict": verdict, "task": task},
+        progress=progress,
+        refresh=pages.REFRESH_S if progress.status == "running" else None,
     )
 
 

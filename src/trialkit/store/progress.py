@@ -1,0 +1,145 @@
+"""How far a run has got, from SQL: its counts so far and the trials that finished lately.
+
+The live pages of the viewer poll `run_progress(store, run_id, after=N)`: counts come from a
+`GROUP BY`, and the trials are one page of them in the order they finished, so a run of any
+size costs the same to follow.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import TypeAdapter
+from sqlalchemy import TIMESTAMP, Connection, Integer, and_, cast, func, select
+
+from trialkit._record import Record
+from trialkit.score import Verdict
+from trialkit.store.schema import run_tasks, trials
+from trialkit.store.store import Store
+from trialkit.trial import TrialStatus
+
+TRIALS_PER_POLL = 100
+"""The most trials one answer lists; the next poll gets the rest."""
+PLANNED_KEY = "planned_trials"
+"""The key of a run's config that says how many trials it plans (at most, when adaptive)."""
+_CONFIG = TypeAdapter(dict[str, Any])
+_TIMESTAMPTZ = TIMESTAMP(timezone=True)
+
+
+class FinishedTrial(Record):
+    """A trial of a run that finished: which one, and how it went."""
+
+    task_id: str
+    index: int
+    verdict: Verdict
+    status: TrialStatus
+    duration_s: float
+
+
+class RunProgress(Record):
+    """A run's counts so far, and the trials that finished after the first `after`."""
+
+    run_id: str
+    status: Literal["running", "completed", "interrupted", "stopped"]
+    planned: int | None
+    """Trials the run plans (its most, with adaptive trials); `None` when the run did not
+    record it."""
+    done: int
+    """Trials stored so far."""
+    passed: int
+    failed: int
+    errors: int
+    unknown: int
+    after: int
+    """How many finished trials the caller had seen (the `after` asked for)."""
+    trials: list[FinishedTrial]
+    """Finished trials `after`, `after + 1`, … in the order they finished (at most
+    `TRIALS_PER_POLL`); poll again with `after + len(trials)` for the next ones."""
+
+
+def run_progress(
+    store: Store, run_id: str, *, after: int = 0, limit: int = TRIALS_PER_POLL
+) -> RunProgress:
+    """The counts of run `run_id` and its finished trials past the first `after`."""
+    with store._read(f"read the progress of run {run_id!r}") as conn:
+        row = store._run_row(conn, run_id)
+        counts = {
+            Verdict(verdict): int(n)
+            for verdict, n in conn.execute(
+                select(trials.c.verdict, func.count())
+                .where(trials.c.run_id == run_id)
+                .group_by(trials.c.verdict)
+            )
+        }
+        finished = _finished(conn, run_id, after, limit) if limit > 0 else []
+        planned = _planned(conn, run_id, _CONFIG.validate_json(row.config))
+    return RunProgress(
+        run_id=run_id,
+        status=row.status,
+        planned=planned,
+        done=sum(counts.values()),
+        passed=counts.get(Verdict.PASS, 0),
+        failed=counts.get(Verdict.FAIL, 0),
+        errors=counts.get(Verdict.ERROR, 0),
+        unknown=counts.get(Verdict.UNKNOWN, 0),
+        after=after,
+        trials=finished,
+    )
+
+
+def _finished(conn: Connection, run_id: str, after: int, limit: int) -> list[FinishedTrial]:
+    query = (
+        select(
+            trials.c.task_id,
+            trials.c.idx,
+            trials.c.verdict,
+            trials.c.status,
+            trials.c.duration_s,
+        )
+        .select_from(
+            trials.outerjoin(
+                run_tasks,
+                and_(
+                    run_tasks.c.run_id == trials.c.run_id, run_tasks.c.task_id == trials.c.task_id
+                ),
+            )
+        )
+        .where(trials.c.run_id == run_id)
+        .order_by(_finished_at(conn), run_tasks.c.position, trials.c.task_id, trials.c.idx)
+        .offset(after)
+        .limit(limit)
+    )
+    return [
+        FinishedTrial(
+            task_id=r.task_id,
+            index=r.idx,
+            verdict=Verdict(r.verdict),
+            status=TrialStatus(r.status),
+            duration_s=r.duration_s,
+        )
+        for r in conn.execute(query)
+    ]
+
+
+def _finished_at(conn: Connection) -> Any:
+    """A trial's end, in seconds: its start plus its duration, to the microsecond."""
+    started = trials.c.started_at
+    if conn.dialect.name == "postgresql":
+        return func.extract("epoch", cast(started, _TIMESTAMPTZ)) + trials.c.duration_s
+    # Stored as `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`; julianday() would keep only milliseconds.
+    seconds = cast(func.strftime("%s", func.substr(started, 1, 19)), Integer)
+    micros = cast(func.substr(started, 21, 6), Integer)
+    return seconds + micros / 1e6 + trials.c.duration_s
+
+
+def _planned(conn: Connection, run_id: str, config: dict[str, Any]) -> int | None:
+    """The run's recorded plan; for a run recorded before it was kept, its tasks times its
+    `--trials` when that was given."""
+    planned = config.get(PLANNED_KEY)
+    if isinstance(planned, int):
+        return planned
+    per_task = config.get("trials")
+    if not isinstance(per_task, int):
+        return None
+    tasks = conn.scalar(select(func.count()).where(run_tasks.c.run_id == run_id))
+    return int(tasks or 0) * per_task
