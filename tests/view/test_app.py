@@ -176,8 +176,14 @@ def test_the_runs_list_filters_and_pages(client: TestClient) -> None:
     assert "Showing 1–50 of 54" in home and "run-52" in home and "run-01" not in home
     second = client.get("/?page=2").text
     assert "Showing 51–54 of 54" in second and "run-00" in second
-    listed = client.get("/?q=LISTED").text
+    listed = client.get("/?suite=listed").text
     assert "of 26" in listed and "run-01" in listed and "run-02" not in listed
+    named = client.get("/?name=RUN-0&page=1").text  # part of the name, in any case
+    assert "Showing 1–10 of 10" in named and "run-09" in named and "run-10" not in named
+    assert 'rel="next"' not in named
+    paged = client.get("/?status=completed&sort=name&order=asc").text  # the filters are kept
+    assert 'rel="next" href="/?page=2&amp;status=completed&amp;sort=name&amp;order=asc"' in paged
+    assert "run-00" in paged and "run-52" not in paged
     assert "of 54" in client.get("/?status=completed").text
     assert client.get("/?status=maybe").status_code == 400
 

@@ -37,7 +37,18 @@ from trialkit.store.run_figures import RunFigures, chunks, planned_counts, run_f
 from trialkit.store.schema import run_tasks, runs, trials
 from trialkit.store.store import Store
 
-RunSort = Literal["started_at", "pass_rate", "cost", "duration", "errors", "name", "suite"]
+RunSort = Literal[
+    "started_at",
+    "pass_rate",
+    "cost",
+    "duration",
+    "errors",
+    "name",
+    "suite",
+    "id",
+    "model",
+    "status",
+]
 OUTPUT_CHARS = 500
 """How much of a trial's output a matrix cell holds."""
 _CONFIG = TypeAdapter(dict[str, Any])
@@ -241,7 +252,10 @@ def list_runs(
         matched = base.subquery("matched")
         total = int(conn.scalar(select(func.count()).select_from(matched)) or 0)
         totals = _totals(matched) if sort in _FIGURE_SORTS else None
-        key = _sort_key(conn, sort) if totals is None else totals.c[sort]
+        if totals is not None:
+            key = totals.c[sort]
+        else:
+            key = matched.c.model if sort == "model" else _sort_key(conn, sort)
         order = [key.is_(None), key.desc() if descending else key.asc()]
         joined = runs.join(matched, matched.c.id == runs.c.id)
         if totals is not None:
@@ -284,7 +298,8 @@ def _totals(matched: Any) -> Any:
 def _sort_key(conn: Connection, sort: RunSort) -> ColumnElement[Any]:
     if sort == "duration":
         return _duration(conn)
-    return {"started_at": runs.c.started_at, "name": runs.c.name, "suite": runs.c.suite_id}[sort]
+    columns = {"started_at": runs.c.started_at, "name": runs.c.name, "suite": runs.c.suite_id}
+    return {**columns, "id": runs.c.id, "status": runs.c.status}[sort]
 
 
 def _run_row(row: Any, figures: RunFigures) -> RunRow:

@@ -1,8 +1,8 @@
 """The viewer as an ASGI application: `create_app(store, allowed_hosts=…)`.
 
 Pages live in route modules under `trialkit/view/routes/`, one per part of the viewer
-(`runs`, `trials`, `compare`, `review`, `api`). Each exports `routes: list[BaseRoute]`;
-`ROUTE_MODULES` below lists them in the order they are matched.
+(`runs`, `trials`, `compare`, `matrix`, `trends`, `search`, `review`, `api`). Each exports
+`routes: list[BaseRoute]`; `ROUTE_MODULES` below lists them in the order they are matched.
 
 To add a page:
 
@@ -43,10 +43,10 @@ from starlette.types import Scope
 
 from trialkit.store import AmbiguousRun, RunNotFound, Store, TrialNotFound
 from trialkit.view import pages
-from trialkit.view.routes import api, compare, review, runs, trials
+from trialkit.view.routes import api, compare, matrix, review, runs, search, trends, trials
 from trialkit.view.security import SecurityMiddleware
 
-ROUTE_MODULES: list[ModuleType] = [runs, trials, compare, review, api]
+ROUTE_MODULES: list[ModuleType] = [runs, trials, compare, matrix, trends, search, review, api]
 NOT_FOUND = (pages.NotFound, RunNotFound, TrialNotFound)
 BAD_REQUEST = (pages.BadRequest, AmbiguousRun)
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")

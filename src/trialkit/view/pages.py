@@ -8,8 +8,9 @@ text (outputs, tool results, task ids) is shown as text. Never mark stored text 
 from __future__ import annotations
 
 import json
+import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,10 +71,22 @@ def diff_url(task_id: str, a: str, b: str, **query: str | int | None) -> str:
     return "/diff" + query_string(task=task_id, a=a, b=b, **query)
 
 
-def query_string(**query: str | int | None) -> str:
-    """`?k=v&…` of the values that are not empty (or `""` when none is)."""
-    kept = {k: v for k, v in query.items() if v is not None and v != ""}
-    return f"?{urlencode(kept)}" if kept else ""
+def matrix_url(run_ids: Sequence[str], **query: str | int | None) -> str:
+    return "/matrix" + query_string(run=list(run_ids), **query)
+
+
+def trends_url(suite_id: str) -> str:
+    return f"/trends/{quote(suite_id, safe='')}"
+
+
+QueryValue = str | int | float | Sequence[str] | None
+
+
+def query_string(**query: QueryValue) -> str:
+    """`?k=v&…` of the values that are not empty (or `""` when none is); a list value
+    repeats its key (`run=A&run=B`)."""
+    kept = {k: v for k, v in query.items() if v is not None and v != "" and v != []}
+    return f"?{urlencode(kept, doseq=True)}" if kept else ""
 
 
 # --- reading the address --------------------------------------------------------------------
@@ -95,6 +108,38 @@ def page_number(request: Request) -> int:
     if not value.isascii() or not value.isdigit() or not 1 <= len(value) <= 9 or int(value) < 1:
         raise BadRequest(f"page {value[:20]!r}: expected 1, 2, 3…")
     return int(value)
+
+
+def choice(request: Request, name: str, allowed: Sequence[str], default: str = "") -> str:
+    """`?name=`, one of `allowed` (or `default` when absent); 400 for anything else."""
+    value = request.query_params.get(name) or default
+    if value and value not in allowed:
+        raise BadRequest(f"{name} {value[:40]!r}: use {', '.join(allowed)}")
+    return value
+
+
+def whole_number(request: Request, name: str, default: int, *, most: int) -> int:
+    """`?name=N`, from 1 to `most`; 400 for anything else."""
+    value = request.query_params.get(name) or str(default)
+    if not value.isascii() or not value.isdigit() or len(value) > 9 or int(value) < 1:
+        raise BadRequest(f"{name} {value[:20]!r}: expected a number from 1 to {most}")
+    if int(value) > most:
+        raise BadRequest(f"{name} {value}: at most {most}")
+    return int(value)
+
+
+def real_number(request: Request, name: str) -> float | None:
+    """`?name=X` as a finite number, or None when absent; 400 for anything else."""
+    value = (request.query_params.get(name) or "").strip()
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise BadRequest(f"{name} {value[:20]!r}: expected a number such as 0.5")
+    return number
 
 
 def required(request: Request, name: str) -> str:
@@ -185,6 +230,8 @@ def _environment() -> Environment:
         trials_url=trials_url,
         trial_url=trial_url,
         diff_url=diff_url,
+        matrix_url=matrix_url,
+        trends_url=trends_url,
         query_string=query_string,
         diff_lines=diff_lines,
         timeline=timeline,
@@ -193,6 +240,7 @@ def _environment() -> Environment:
     )
     env.filters.update(
         percent=f.percent,
+        interval=f.interval,
         seconds=f.seconds,
         cost=f.cost,
         number=f.number,

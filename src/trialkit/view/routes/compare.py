@@ -1,4 +1,5 @@
-"""Runs side by side (`/compare?a=RUN&b=RUN[&c=…]`) and two trials side by side (`/diff`)."""
+"""Runs side by side (`/compare?a=RUN&b=RUN[&c=…]` or `?run=RUN&run=RUN…`) and two trials
+side by side (`/diff`)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,23 @@ from trialkit.view.routes.trials import TrialPage, load_trial_page
 RUN_KEYS = string.ascii_lowercase
 
 
+def chosen_runs(request: Request) -> list[str]:
+    """The runs named by `?a=`, `?b=`, … then each `?run=` (as the list of runs sends its
+    ticked runs), in that order, each once."""
+    query = request.query_params
+    named = [query[k] for k in RUN_KEYS if query.get(k)]
+    return list(dict.fromkeys(named + [r for r in query.getlist("run") if r]))
+
+
 def compare_page(request: Request) -> Response:
     from trialkit.analysis.compare import CompareError, compare_runs
     from trialkit.reports import compare as words
 
-    query = request.query_params
-    refs = [query[k] for k in RUN_KEYS if query.get(k)]
+    refs = chosen_runs(request)
     if len(refs) < 2:
-        raise pages.BadRequest("compare needs two runs: /compare?a=RUN&b=RUN")
+        raise pages.BadRequest(
+            "compare needs two runs: /compare?a=RUN&b=RUN, or runs ticked on the list of runs"
+        )
     try:
         comparison = pages.read(request, lambda store: compare_runs(store, refs))
     except CompareError as exc:

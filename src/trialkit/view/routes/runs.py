@@ -1,6 +1,9 @@
-"""The list of runs (`/`) and one run (`/runs/RUN`): its summary and its tasks."""
+"""The list of runs (`/`: filtered, sorted, paged) and one run (`/runs/RUN`): its summary and
+its tasks."""
 
 from __future__ import annotations
+
+from datetime import UTC, date, datetime, time
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -8,48 +11,130 @@ from starlette.routing import BaseRoute, Route
 
 from trialkit.report import Report
 from trialkit.reports import _format as f
-from trialkit.store import Store
-from trialkit.store.store import RunSummary
+from trialkit.store import Store, browse
+from trialkit.store.browse import RunSort
 from trialkit.view import pages
 
 RUNS_PER_PAGE = 50
 STATUSES = ("running", "completed", "interrupted", "stopped")
+SORTS: dict[str, RunSort] = {
+    "run": "id",
+    "name": "name",
+    "suite": "suite",
+    "model": "model",
+    "status": "status",
+    "started": "started_at",
+    "duration": "duration",
+    "pass_rate": "pass_rate",
+    "errors": "errors",
+    "cost": "cost",
+}
+"""The `?sort=` values: a column of the list, and what `browse.list_runs` sorts it by."""
+ASCENDING_FIRST = frozenset({"run", "name", "suite", "model", "status"})
+"""Columns whose first click sorts A to Z; the others (times and figures) start high."""
+COLUMNS = [
+    ("run", "Run", ""),
+    ("name", "Name", ""),
+    ("suite", "Suite", ""),
+    ("model", "Model", ""),
+    ("status", "Status", ""),
+    ("started", "Started", ""),
+    ("duration", "Duration", "num"),
+    ("pass_rate", "Pass rate", "num"),
+    (None, "pass^k", "num"),
+    ("errors", "Errors", "num"),
+    ("cost", "Cost", "num"),
+]
+"""The list's columns: (the `?sort=` that sorts by it, or None, its heading, its class)."""
+
+
+def day_or_time(request: Request, name: str, *, end_of_day: bool) -> datetime | None:
+    """`?name=` as `YYYY-MM-DD` or an ISO date and time (UTC unless it says); a day alone
+    means its start, or with `end_of_day` its last moment."""
+    value = (request.query_params.get(name) or "").strip()
+    if not value:
+        return None
+    try:
+        if len(value) == 10:
+            day = date.fromisoformat(value)
+            moment = datetime.combine(day, time.max if end_of_day else time.min)
+        else:
+            moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise pages.BadRequest(
+            f"{name} {value[:30]!r}: expected a date (2026-12-01) or a date and time "
+            "(2026-12-01T09:30)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def runs_page(request: Request) -> Response:
-    """The runs, newest first, filtered by `?q=` (in id, name or suite) and `?status=`."""
-    q = (request.query_params.get("q") or "").strip()
-    status = request.query_params.get("status") or ""
-    if status and status not in STATUSES:
-        raise pages.BadRequest(f"status {status!r}: use {', '.join(STATUSES)}")
+    """The runs, filtered by `?suite=`, `?model=`, `?name=` (part of it, any case),
+    `?since=`, `?until=` and `?status=`, sorted by `?sort=COLUMN&order=asc|desc`, paged."""
+    query = request.query_params
+    suite = query.get("suite") or ""
+    model = query.get("model") or ""
+    name = (query.get("name") or "").strip()
+    status = pages.choice(request, "status", STATUSES)
+    since = day_or_time(request, "since", end_of_day=False)
+    until = day_or_time(request, "until", end_of_day=True)
+    sort = pages.choice(request, "sort", list(SORTS), "started")
+    order = pages.choice(request, "order", ["asc", "desc"])
+    order = order or ("asc" if sort in ASCENDING_FIRST else "desc")
     number = pages.page_number(request)
-    every = pages.read(request, lambda store: store.list_runs(limit=None))
-    chosen = [run for run in every if _matches(run, q, status)]
-    start = (number - 1) * RUNS_PER_PAGE
-    shown = chosen[start : start + RUNS_PER_PAGE]
-    going = any(run.status == "running" for run in shown)
+
+    def load(store: Store) -> tuple[browse.Facets, browse.RunPage]:
+        listed = browse.list_runs(
+            store,
+            suite=suite or None,
+            model=model or None,
+            name=name or None,
+            since=since,
+            until=until,
+            status=status or None,
+            sort=SORTS[sort],
+            descending=order == "desc",
+            offset=(number - 1) * RUNS_PER_PAGE,
+            limit=RUNS_PER_PAGE,
+        )
+        return browse.facets(store), listed
+
+    facets, listed = pages.read(request, load)
+    filters = {
+        "suite": suite,
+        "model": model,
+        "name": name,
+        "since": query.get("since") or "",
+        "until": query.get("until") or "",
+        "status": status,
+    }
+    going = any(run.status == "running" for run in listed.rows)
     return pages.render(
         request,
         "runs.html",
         nav_current="runs",
-        runs=shown,
-        stored=len(every),
-        q=q,
-        status=status,
+        runs=listed.rows,
+        stored=bool(facets.suites),
+        facets=facets,
+        filters=filters,
+        sort=sort,
+        order=order,
+        columns=COLUMNS,
+        sort_links={key: _sort_link(filters, key, sort, order) for key in SORTS},
         statuses=STATUSES,
-        paging=pages.Paging(number, RUNS_PER_PAGE, len(chosen), len(shown)),
-        filters={"q": q, "status": status},
+        paging=pages.Paging(number, RUNS_PER_PAGE, listed.total, len(listed.rows)),
+        paging_query={**filters, "sort": sort, "order": order},
         refresh=pages.REFRESH_S if going else None,
     )
 
 
-def _matches(run: RunSummary, q: str, status: str) -> bool:
-    if status and run.status != status:
-        return False
-    if not q:
-        return True
-    needle = q.lower()
-    return any(needle in (text or "").lower() for text in (run.id, run.name, run.suite_id))
+def _sort_link(filters: dict[str, str], key: str, sort: str, order: str) -> str:
+    """The list sorted by `key`: the other way round when it is sorted by it already."""
+    if key == sort:
+        turned = "asc" if order == "desc" else "desc"
+    else:
+        turned = "asc" if key in ASCENDING_FIRST else "desc"
+    return "/" + pages.query_string(**filters, sort=key, order=turned)
 
 
 def run_page(request: Request) -> Response:
