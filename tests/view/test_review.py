@@ -185,7 +185,15 @@ def test_a_post_without_the_token_or_from_another_host_or_site_is_refused(
         f"/runs/{run}/review", data=form(token), headers={"origin": "http://evil.test"}
     )
     assert cross.status_code == 403
+    fetched = client.post(
+        f"/runs/{run}/review", data=form(token), headers={"sec-fetch-site": "cross-site"}
+    )
+    assert fetched.status_code == 403
     assert store.labels(run) == []
+    # What a browser sends for the viewer's own form (its Referrer-Policy is no-referrer).
+    own = {"origin": "null", "sec-fetch-site": "same-origin"}
+    sent = client.post(f"/runs/{run}/review", data=form(token), headers=own)
+    assert sent.status_code == 200 and len(store.labels(run)) == 1
 
 
 @pytest.mark.parametrize(
