@@ -111,8 +111,7 @@ def apply_label(conn: Connection, label: Label, *, run_id: str) -> None:
     )
     conn.execute(delete(scores).where(*of_trial))
     conn.execute(insert(scores), rows.scores_of(run_id, label.task_id, label.trial, checks))
-    rationales = [{"name": s.name, "rationale": s.rationale} for s in checks]
-    search_index.replace_rationales(conn, run_id, label.task_id, label.trial, rationales)
+    search_index.reindex_trial(conn, run_id, label.task_id, label.trial)
     same_key = (
         labels.c.run_id == run_id,
         labels.c.task_id == label.task_id,

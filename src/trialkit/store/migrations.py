@@ -331,7 +331,7 @@ def m008_search(conn: Connection) -> None:
     trials = Table(
         "trials",
         md,
-        *(Column(name, Text) for name in ("run_id", "task_id", "output", "error")),
+        *(Column(name, Text) for name in ("run_id", "task_id", "output", "error", "verdict")),
         Column("idx", Integer, primary_key=True),
         Column("transcript", Text),
         Column("transcript_packed", LargeBinary),
@@ -346,6 +346,7 @@ def m008_search(conn: Connection) -> None:
         Column("position", Integer, nullable=False),
         Column("grader", Text),
         Column("text", Text, nullable=False),
+        Column("tags", Text, nullable=False),
         Index("ix_search_docs_trial", "run_id", "task_id", "trial_idx"),
     )
     tools = Table(
@@ -357,11 +358,13 @@ def m008_search(conn: Connection) -> None:
     docs.create(conn)
     tools.create(conn)
     search_index.create_fulltext(conn)
+    run_suites = Table("runs", md, Column("id", Text), Column("suite_id", Text))
+    suites = {row.id: row.suite_id for row in conn.execute(select(run_suites))}
     key = (trials.c.run_id, trials.c.task_id, trials.c.idx)
     columns = (trials.c.output, trials.c.error, trials.c.transcript, trials.c.transcript_packed)
     last: tuple[Any, ...] | None = None
     while True:  # by key, in batches: a big store's rows are never all in memory
-        page = select(*key, *columns, trials.c.scores).order_by(*key)
+        page = select(*key, *columns, trials.c.scores, trials.c.verdict).order_by(*key)
         if last is not None:
             page = page.where(tuple_(*key) > tuple_(*(literal(v) for v in last)))
         rows = conn.execute(page.limit(_SEARCH_BATCH)).all()
@@ -371,22 +374,28 @@ def m008_search(conn: Connection) -> None:
         found_docs, found_tools = [], []
         for row in rows:
             found = search_index.documents(
-                {"run_id": row.run_id, "task_id": row.task_id, "trial_idx": row.idx},
-                transcript=json.loads(unpack_json(row.transcript, row.transcript_packed)),
-                output=None if row.output is None else unescape_nul(row.output),
-                error=None if row.error is None else json.loads(row.error),
-                scores=json.loads(row.scores),
+                search_index.Indexed(
+                    run_id=unescape_nul(row.run_id),
+                    task_id=unescape_nul(row.task_id),
+                    index=row.idx,
+                    suite_id=unescape_nul(suites.get(row.run_id) or ""),
+                    verdict=row.verdict,
+                    transcript=json.loads(unpack_json(row.transcript, row.transcript_packed)),
+                    output=None if row.output is None else unescape_nul(row.output),
+                    error=None if row.error is None else json.loads(row.error),
+                    scores=json.loads(row.scores),
+                )
             )
             found_docs.extend(found[0])
             found_tools.extend(found[1])
-        for doc in found_docs:
-            doc["text"] = escape_nul(doc["text"])
-            if doc["grader"] is not None:
-                doc["grader"] = escape_nul(doc["grader"])
+        for row_of in (*found_docs, *found_tools):  # as SafeText columns hold them
+            for column in ("run_id", "task_id", "text", "grader", "name"):
+                if row_of.get(column) is not None:
+                    row_of[column] = escape_nul(row_of[column])
         if found_docs:
             conn.execute(docs.insert(), found_docs)
         if found_tools:
-            conn.execute(tools.insert(), [t | {"name": escape_nul(t["name"])} for t in found_tools])
+            conn.execute(tools.insert(), found_tools)
 
 
 _SEARCH_BATCH = 500

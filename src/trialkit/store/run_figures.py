@@ -22,7 +22,6 @@ from trialkit import metrics
 from trialkit.models.pricing import add_costs
 from trialkit.report import task_verdict
 from trialkit.score import Verdict
-from trialkit.store.aggregates import _EXACT_SCALE, _scaled
 from trialkit.store.schema import run_tasks, trials
 from trialkit.task import SuiteKind
 
@@ -155,30 +154,28 @@ def pass_hat_k(histogram: dict[tuple[int, int], int], k: int) -> float:
 
 
 def _task_costs(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
-    """{run id: {task id: its trials' cost, `None` when one is unknown}}, grouped by value
-    in SQL (trials of a task often cost the same) and summed exactly with multiplicities."""
-    query = select(
-        trials.c.run_id, trials.c.task_id, trials.c.cost_usd, func.count().label("n")
-    ).group_by(trials.c.run_id, trials.c.task_id, trials.c.cost_usd)
-    values: dict[tuple[str, str], list[tuple[float | None, int]]] = defaultdict(list)
-    for chunk in chunks(run_ids):
-        result = conn.execute(query.where(trials.c.run_id.in_(chunk)))
-        for run_id, task_id, cost, n in result.cursor.fetchall():
-            values[run_id, task_id].append((cost, n))
-    found: dict[str, dict[str, float | None]] = {run_id: {} for run_id in run_ids}
-    for (run_id, task_id), costs in values.items():
-        if any(cost is None for cost, _ in costs):
-            found[run_id][task_id] = None
-        else:
-            found[run_id][task_id] = _exact_sum(costs)
+    """{run id: {task id: its trials' cost (`math.fsum`), `None` when one is unknown}}.
+
+    Every value is read, since SQL's SUM of floats depends on row order: as one column in task
+    order (from the covering index), cut into tasks by their counts, read in the same order."""
+    found: dict[str, dict[str, float | None]] = {}
+    for run_id in run_ids:
+        of_run = trials.c.run_id == run_id
+        counts = conn.execute(
+            select(trials.c.task_id, func.count())
+            .where(of_run)
+            .group_by(trials.c.task_id)
+            .order_by(trials.c.task_id)
+        ).all()
+        result = conn.execute(select(trials.c.cost_usd).where(of_run).order_by(trials.c.task_id))
+        costs = [cost for (cost,) in result.cursor.fetchall()]  # the driver's tuples: no Rows
+        result.close()
+        start = 0
+        found[run_id] = {}
+        for task_id, n in counts:
+            found[run_id][task_id] = add_costs(*costs[start : start + n])
+            start += n
     return found
-
-
-def _exact_sum(values: list[tuple[Any, int]]) -> float:
-    """The correctly rounded sum of each value repeated its count of times: `math.fsum`'s."""
-    if len(values) == 1 and values[0][1] == 1:
-        return float(values[0][0])
-    return sum(_scaled(float(value)) * n for value, n in values) / _EXACT_SCALE
 
 
 def _durations(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, tuple[float, int]]]:

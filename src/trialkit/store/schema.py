@@ -184,6 +184,7 @@ search_docs = Table(
     Column("position", Integer, nullable=False),
     Column("grader", SafeText),
     Column("text", SafeText, nullable=False),
+    Column("tags", Text, nullable=False),
     ForeignKeyConstraint(
         ["run_id", "task_id", "trial_idx"],
         ["trials.run_id", "trials.task_id", "trials.idx"],

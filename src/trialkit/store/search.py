@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     Column,
     ColumnElement,
     Connection,
@@ -25,24 +24,22 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
-    and_,
-    cast,
     exists,
     func,
     inspect,
     literal_column,
     select,
-    type_coerce,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 
 from trialkit._record import Record
 from trialkit.score import Verdict
 from trialkit.store.errors import StoreError
-from trialkit.store.schema import runs, scores, search_docs, trial_tools, trials
-from trialkit.store.search_index import TS_CONFIG
+from trialkit.store.schema import scores, search_docs, trials
+from trialkit.store.search_index import TS_CONFIG, tag
 from trialkit.store.store import Store
 
+RANK_LIMIT = 20_000
+"""Up to this many matches, hits are ranked; past it, they come newest first."""
 SNIPPET_CONTEXT = 80
 """Characters of text shown on each side of a match."""
 _WORD = re.compile(r"\w+")
@@ -77,6 +74,9 @@ class SearchPage(Record):
     hits: list[SearchHit]
     total: int
     """Hits matching, before `offset` and `limit`."""
+    ranked: bool = True
+    """Hits are best first; past `RANK_LIMIT` matches, newest first (ranking them all would
+    take too long)."""
 
 
 def terms(query: str) -> list[list[str]]:
@@ -122,14 +122,19 @@ def search(
         if not words:
             return SearchPage(hits=[], total=0)
         sqlite = conn.dialect.name == "sqlite"
-        matched, rank = _sqlite_match(words) if sqlite else _postgres_match(words)
-        where = _filters(conn, verdict, grader, score_min, score_max, tool, error_type, run, suite)
-        base = matched.where(*where)
-        total = int(conn.scalar(select(func.count()).select_from(base.subquery())) or 0)
+        tags = _tags(verdict, grader, tool, error_type, run, suite)
+        match, rank, newest = (_sqlite_match if sqlite else _postgres_match)(words, tags)
+        where = _score_range(grader, score_min, score_max)
+        counted = _matching(_documents(with_trial=False), sqlite).where(match, *where)
+        total = int(conn.scalar(select(func.count()).select_from(counted.subquery())) or 0)
+        ranked = total <= RANK_LIMIT
         d = search_docs.c
+        order = (rank.desc(), d.id) if ranked else (newest.desc(),)
         page = (
-            base.add_columns(rank.label("rank"))
-            .order_by(rank.desc(), d.run_id, d.task_id, d.trial_idx, d.field, d.position)
+            _matching(_documents(with_trial=True), sqlite)
+            .where(match, *where)
+            .add_columns(rank.label("rank"))
+            .order_by(*order)
             .offset(offset)
             .limit(limit)
         )
@@ -149,23 +154,33 @@ def search(
         )
         for row in found
     ]
-    return SearchPage(hits=hits, total=total)
+    return SearchPage(hits=hits, total=total, ranked=ranked)
 
 
-def _columns() -> Select[Any]:
+def _documents(*, with_trial: bool) -> Select[Any]:
+    """Documents, with their trial's verdict when `with_trial` (a lookup by the trial's key
+    for each document kept, whatever plan the database picks for the match)."""
     d = search_docs.c
-    return select(
-        d.run_id, d.task_id, d.trial_idx, d.field, d.grader, d.text, trials.c.verdict
-    ).select_from(
-        search_docs.join(
-            trials,
-            and_(
-                trials.c.run_id == d.run_id,
-                trials.c.task_id == d.task_id,
-                trials.c.idx == d.trial_idx,
-            ),
-        )
+    if not with_trial:
+        return select(d.id)
+    verdict = (
+        select(trials.c.verdict)
+        .where(*_of_trial(trials.c))
+        .correlate(search_docs)
+        .scalar_subquery()
     )
+    columns = (d.run_id, d.task_id, d.trial_idx, d.field, d.grader, d.text)
+    return select(*columns, verdict.label("verdict"))
+
+
+def _of_trial(c: Any, idx: str = "idx") -> tuple[ColumnElement[bool], ...]:
+    """`c` (a table's columns) is of the trial of the current document."""
+    d = search_docs.c
+    return (c.run_id == d.run_id, c.task_id == d.task_id, c[idx] == d.trial_idx)
+
+
+def _matching(query: Select[Any], sqlite: bool) -> Select[Any]:
+    return query.join(_FTS, _FTS.c.rowid == search_docs.c.id) if sqlite else query
 
 
 _FTS = Table(
@@ -179,53 +194,53 @@ _FTS = Table(
 columns: `rank` (bm25, lower is better) and the one named as the table, for MATCH."""
 
 
-def _sqlite_match(words: list[list[str]]) -> tuple[Select[Any], ColumnElement[Any]]:
+def _sqlite_match(
+    words: list[list[str]], tags: list[str]
+) -> tuple[ColumnElement[bool], ColumnElement[Any], ColumnElement[Any]]:
+    """(the condition, the rank, the order of newest first) of FTS5."""
     # Each term a quoted FTS5 phrase of its words (which hold no quote): never syntax.
-    expression = " ".join('"' + " ".join(w) + '"' for w in words)
-    query = (
-        _columns()
-        .join(_FTS, _FTS.c.rowid == search_docs.c.id)
-        .where(_FTS.c.search_fts.op("MATCH")(expression))
-    )
-    return query, -_FTS.c.rank
+    phrases = [f'text : "{" ".join(w)}"' for w in words] + [f'tags : "{t}"' for t in tags]
+    rank = -func.bm25(literal_column("search_fts"), 1.0, 0.0)
+    return _FTS.c.search_fts.op("MATCH")(" AND ".join(phrases)), rank, _FTS.c.rowid
 
 
-def _postgres_match(words: list[list[str]]) -> tuple[Select[Any], ColumnElement[Any]]:
+def _postgres_match(
+    words: list[list[str]], tags: list[str]
+) -> tuple[ColumnElement[bool], ColumnElement[Any], ColumnElement[Any]]:
     config: ColumnElement[Any] = literal_column(f"'{TS_CONFIG}'::regconfig")
-    tsquery: ColumnElement[Any] | None = None
-    for w in words:
-        part = func.phraseto_tsquery(config, " ".join(w))
-        tsquery = part if tsquery is None else tsquery.op("&&")(part)
-    assert tsquery is not None
-    vector = func.to_tsvector(config, search_docs.c.text)
-    query = _columns().where(vector.op("@@")(tsquery))
-    return query, func.ts_rank(vector, tsquery)
+    tsquery: ColumnElement[Any] = func.phraseto_tsquery(config, " ".join(words[0]))
+    for w in words[1:]:
+        tsquery = tsquery.op("&&")(func.phraseto_tsquery(config, " ".join(w)))
+    if tags:
+        tsquery = tsquery.op("&&")(func.to_tsquery(config, " & ".join(tags)))
+    d = search_docs.c
+    # The expression of the GIN index (search_index.py), for the planner to use it.
+    vector = func.to_tsvector(config, d.text).op("||")(func.to_tsvector(config, d.tags))
+    return vector.op("@@")(tsquery), func.ts_rank(vector, tsquery), d.id
 
 
-def _filters(
-    conn: Connection,
+def _tags(
     verdict: Verdict | str | None,
     grader: str | None,
-    score_min: float | None,
-    score_max: float | None,
     tool: str | None,
     error_type: str | None,
     run: str | None,
     suite: str | None,
+) -> list[str]:
+    """The words of the filters the index holds (see `search_index.tag`)."""
+    found = [] if verdict is None else [tag("v", Verdict(verdict).value)]
+    for kind, value in (("r", run), ("s", suite), ("g", grader), ("t", tool), ("e", error_type)):
+        if value is not None:
+            found.append(tag(kind, value))
+    return found
+
+
+def _score_range(
+    grader: str | None, score_min: float | None, score_max: float | None
 ) -> list[ColumnElement[bool]]:
-    d = search_docs.c
-    where: list[ColumnElement[bool]] = []
-    if verdict is not None:
-        where.append(trials.c.verdict == Verdict(verdict).value)
-    if run is not None:
-        where.append(d.run_id == run)
-    if suite is not None:
-        where.append(d.run_id.in_(select(runs.c.id).where(runs.c.suite_id == suite)))
-    of_trial = (
-        scores.c.run_id == d.run_id,
-        scores.c.task_id == d.task_id,
-        scores.c.trial_idx == d.trial_idx,
-    )
+    """A score of the trial (of `grader`, if given) is within the bounds."""
+    if score_min is None and score_max is None:
+        return []
     scored: list[ColumnElement[bool]] = []
     if grader is not None:
         scored.append(scores.c.name == grader)
@@ -233,24 +248,7 @@ def _filters(
         scored.append(scores.c.value >= score_min)
     if score_max is not None:
         scored.append(scores.c.value <= score_max)
-    if scored:
-        where.append(exists().where(*of_trial, *scored))
-    if tool is not None:
-        where.append(
-            exists().where(
-                trial_tools.c.run_id == d.run_id,
-                trial_tools.c.task_id == d.task_id,
-                trial_tools.c.trial_idx == d.trial_idx,
-                trial_tools.c.name == tool,
-            )
-        )
-    if error_type is not None:
-        if conn.dialect.name == "postgresql":
-            kind: ColumnElement[Any] = cast(trials.c.error, JSONB)["type"].astext
-        else:
-            kind = type_coerce(trials.c.error, JSON)["type"].as_string()
-        where.append(kind == error_type)
-    return where
+    return [exists().where(*_of_trial(scores.c, "trial_idx"), *scored)]
 
 
 def snippet(text: str, pattern: re.Pattern[str]) -> Snippet:

@@ -5,20 +5,31 @@ outcome's output), its error, and each grader's rationale, redacted like every s
 cut at `DOC_CHARS` characters; and the names of the tools it called (`trial_tools`). Both are
 written with the trial, in its transaction, and deleted with it (foreign keys cascade).
 
+Each document also carries `tags`: one word per fact a search may filter on (the trial's
+verdict, its run, its suite, the graders that scored it, the tools it called, its error's
+type), so that the full-text index intersects them with the query's words instead of the
+database looking up each match's trial. A label changes a trial's verdict: its documents are
+indexed again (`reindex_trial`).
+
 The full-text index itself is the database's own: on SQLite an FTS5 table `search_fts` over
-`search_docs.text` (external content, kept in step by triggers); on PostgreSQL a GIN index on
-`to_tsvector('simple', text)`. Neither stems words, so both match the same words.
+`search_docs.text` and `tags` (external content, kept in step by triggers); on PostgreSQL a GIN
+index on `to_tsvector('simple', text) || to_tsvector('simple', tags)`. Neither stems words, so
+both match the same words.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert
+from sqlalchemy import Connection, delete, insert, select
 
 from trialkit.secrets import redact
-from trialkit.store.schema import search_docs, trial_tools
+from trialkit.store.encoding import unpack_json
+from trialkit.store.schema import runs, search_docs, trial_tools, trials
 from trialkit.trial import Trial
 
 DOC_CHARS = 20_000
@@ -30,20 +41,19 @@ TS_CONFIG = "simple"
 `unicode61` tokenizer does)."""
 
 SQLITE_DDL = (
-    "CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_docs', "
+    "CREATE VIRTUAL TABLE search_fts USING fts5(text, tags, content='search_docs', "
     "content_rowid='id', tokenize='unicode61 remove_diacritics 0')",
     "CREATE TRIGGER search_docs_ai AFTER INSERT ON search_docs BEGIN "
-    "INSERT INTO search_fts(rowid, text) VALUES (new.id, new.text); END",
+    "INSERT INTO search_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags); END",
     "CREATE TRIGGER search_docs_ad AFTER DELETE ON search_docs BEGIN "
-    "INSERT INTO search_fts(search_fts, rowid, text) VALUES ('delete', old.id, old.text); END",
-    "CREATE TRIGGER search_docs_au AFTER UPDATE ON search_docs BEGIN "
-    "INSERT INTO search_fts(search_fts, rowid, text) VALUES ('delete', old.id, old.text); "
-    "INSERT INTO search_fts(rowid, text) VALUES (new.id, new.text); END",
+    "INSERT INTO search_fts(search_fts, rowid, text, tags) "
+    "VALUES ('delete', old.id, old.text, old.tags); END",
 )
 POSTGRES_INDEX = "ix_search_docs_tsv"
 """PostgreSQL's GIN index over `search_docs`: on an expression, so not in `schema.py`."""
 POSTGRES_DDL = (
-    f"CREATE INDEX {POSTGRES_INDEX} ON search_docs USING GIN (to_tsvector('{TS_CONFIG}', text))",
+    f"CREATE INDEX {POSTGRES_INDEX} ON search_docs USING GIN "
+    f"((to_tsvector('{TS_CONFIG}', text) || to_tsvector('{TS_CONFIG}', tags)))",
 )
 
 
@@ -55,6 +65,15 @@ def create_fulltext(conn: Connection) -> None:
 
 def _cut(text: str) -> str:
     return redact(text[:DOC_CHARS])
+
+
+def tag(kind: str, value: str) -> str:
+    """The word standing for a fact (`kind`: `v` verdict, `r` run, `s` suite, `g` grader, `t`
+    tool, `e` error type): letters and digits only, one word to both databases' parsers."""
+    if kind == "v":
+        return "zv" + value
+    digest = hashlib.blake2b(f"{kind}:{value}".encode(), digest_size=8).hexdigest()
+    return f"z{kind}{digest}"
 
 
 def _input_text(transcript: dict[str, Any]) -> str | None:
@@ -81,44 +100,79 @@ def _tools(transcript: dict[str, Any]) -> set[str]:
     return names
 
 
-def documents(
-    key: dict[str, Any],
-    *,
-    transcript: dict[str, Any],
-    output: str | None,
-    error: dict[str, Any] | None,
-    scores: Iterable[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The `search_docs` and `trial_tools` rows of one trial, `key` being its run_id, task_id
-    and trial_idx; from its records as JSON data (as stored, or dumped)."""
+@dataclass(frozen=True)
+class Indexed:
+    """What of one trial is indexed, as JSON-like data (as stored, or dumped)."""
+
+    run_id: str
+    task_id: str
+    index: int
+    suite_id: str
+    verdict: str
+    transcript: dict[str, Any]
+    output: str | None
+    error: dict[str, Any] | None
+    scores: list[dict[str, Any]]
+
+
+def documents(trial: Indexed) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The `search_docs` and `trial_tools` rows of one trial."""
+    key = {"run_id": trial.run_id, "task_id": trial.task_id, "trial_idx": trial.index}
+    tools = sorted(_tools(trial.transcript))
+    error_type = str(trial.error.get("type") or "") if trial.error else ""
+    facts = [tag("v", trial.verdict), tag("r", trial.run_id), tag("s", trial.suite_id)]
+    facts += sorted({tag("g", str(s.get("name") or "")) for s in trial.scores})
+    facts += [tag("t", name) for name in tools]
+    if error_type:
+        facts.append(tag("e", error_type))
+    tags = " ".join(facts)
     docs: list[dict[str, Any]] = []
 
     def add(field: str, text: str | None, position: int = 0, grader: str | None = None) -> None:
         if text:
             docs.append(
-                {**key, "field": field, "position": position, "grader": grader, "text": _cut(text)}
+                {
+                    **key,
+                    "field": field,
+                    "position": position,
+                    "grader": grader,
+                    "text": _cut(text),
+                    "tags": tags,
+                }
             )
 
-    add("input", _input_text(transcript))
-    add("output", output)
-    if error:
-        add("error", f"{error.get('type', '')}: {error.get('message', '')}")
-    for position, score in enumerate(scores):
+    add("input", _input_text(trial.transcript))
+    add("output", trial.output)
+    if trial.error:
+        add("error", f"{error_type}: {trial.error.get('message', '')}")
+    for position, score in enumerate(trial.scores):
         add("rationale", score.get("rationale"), position, score.get("name") or None)
-    tools = [{**key, "name": name} for name in sorted(_tools(transcript))]
-    return docs, tools
+    return docs, [{**key, "name": name} for name in tools]
 
 
-def trial_documents(trial: Trial) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def trial_documents(
+    trial: Trial, suite_id: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The index rows of a trial about to be saved."""
-    key = {"run_id": trial.run_id, "task_id": trial.task_id, "trial_idx": trial.index}
     return documents(
-        key,
-        transcript=trial.transcript.model_dump(include={"turns", "messages", "tool_calls"}),
-        output=trial.outcome.output,
-        error=None if trial.error is None else trial.error.model_dump(),
-        scores=[{"name": s.name, "rationale": s.rationale} for s in trial.scores],
+        Indexed(
+            run_id=trial.run_id,
+            task_id=trial.task_id,
+            index=trial.index,
+            suite_id=suite_id,
+            verdict=trial.verdict.value,
+            transcript=trial.transcript.model_dump(include={"turns", "messages", "tool_calls"}),
+            output=trial.outcome.output,
+            error=None if trial.error is None else trial.error.model_dump(),
+            scores=[{"name": s.name, "rationale": s.rationale} for s in trial.scores],
+        )
     )
+
+
+def suites_of(conn: Connection, run_ids: Iterable[str]) -> dict[str, str]:
+    """{run id: its suite id}."""
+    query = select(runs.c.id, runs.c.suite_id).where(runs.c.id.in_(sorted(set(run_ids))))
+    return {row.id: row.suite_id for row in conn.execute(query)}
 
 
 def save_documents(
@@ -130,18 +184,36 @@ def save_documents(
         conn.execute(insert(trial_tools), tools)
 
 
-def replace_rationales(
-    conn: Connection, run_id: str, task_id: str, index: int, scores: Iterable[dict[str, Any]]
-) -> None:
-    """After a label rewrote a trial's scores: its rationale documents, again."""
-    conn.execute(
-        delete(search_docs).where(
-            search_docs.c.run_id == run_id,
-            search_docs.c.task_id == task_id,
-            search_docs.c.trial_idx == index,
-            search_docs.c.field == "rationale",
-        )
+def reindex_trial(conn: Connection, run_id: str, task_id: str, index: int) -> None:
+    """Index a stored trial again (after a label rewrote its scores and verdict)."""
+    of_trial = (trials.c.run_id == run_id, trials.c.task_id == task_id, trials.c.idx == index)
+    row = conn.execute(
+        select(
+            trials.c.verdict,
+            trials.c.output,
+            trials.c.error,
+            trials.c.scores,
+            trials.c.transcript,
+            trials.c.transcript_packed,
+        ).where(*of_trial)
+    ).one()
+    indexed = Indexed(
+        run_id=run_id,
+        task_id=task_id,
+        index=index,
+        suite_id=suites_of(conn, [run_id])[run_id],
+        verdict=row.verdict,
+        transcript=json.loads(unpack_json(row.transcript, row.transcript_packed)),
+        output=row.output,
+        error=None if row.error is None else json.loads(row.error),
+        scores=json.loads(row.scores),
     )
-    key = {"run_id": run_id, "task_id": task_id, "trial_idx": index}
-    docs, _ = documents(key, transcript={}, output=None, error=None, scores=scores)
-    save_documents(conn, docs, [])
+    d = search_docs.c
+    conn.execute(
+        delete(search_docs).where(d.run_id == run_id, d.task_id == task_id, d.trial_idx == index)
+    )
+    t = trial_tools.c
+    conn.execute(
+        delete(trial_tools).where(t.run_id == run_id, t.task_id == task_id, t.trial_idx == index)
+    )
+    save_documents(conn, *documents(indexed))

@@ -135,15 +135,17 @@ class Store:
             return
         trial_rows = [rows.trial_row(t) for t in latest.values()]
         score_rows = [row for t in latest.values() for row in rows.score_rows(t)]
-        docs: list[dict[str, Any]] = []
-        tools: list[dict[str, Any]] = []
-        for t in latest.values():
-            found = search_index.trial_documents(t)
-            docs.extend(found[0])
-            tools.extend(found[1])
         by_run: dict[str, list[tuple[str, int]]] = {}
         for run_id, task_id, index in latest:
             by_run.setdefault(run_id, []).append((task_id, index))
+        with self._read("find the suites of runs") as conn:
+            suites = search_index.suites_of(conn, by_run)
+        docs: list[dict[str, Any]] = []
+        tools: list[dict[str, Any]] = []
+        for t in latest.values():  # an unknown run is refused below, by its foreign key
+            found = search_index.trial_documents(t, suites.get(t.run_id, ""))
+            docs.extend(found[0])
+            tools.extend(found[1])
         with self._write(f"save trials of run {', '.join(map(repr, by_run))}") as conn:
             if conn.dialect.name == "postgresql":
                 # Writers of one run take turns (SQLite's BEGIN IMMEDIATE serializes them all):
