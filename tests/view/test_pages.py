@@ -185,6 +185,12 @@ def test_the_matrix_of_runs_escapes_outputs_and_links_trials(
     assert "1 task matches." in filtered and ">always<" not in filtered
     assert 'name="run" value="' + second + '"' in filtered  # the filter keeps the runs
 
+    heads = re.compile(r'<th scope="col"><a href="/runs/([^"]+)">')
+    ticked = client.get(f"/matrix?run=alpha-third&run={first}").text  # ticked: oldest first
+    assert heads.findall(ticked) == [first, named["alpha-third"]]
+    lettered = client.get(f"/matrix?a=alpha-third&b={first}").text  # named: as named
+    assert heads.findall(lettered) == [named["alpha-third"], first]
+
     by_suite = client.get("/matrix?suite=alpha&last=2").text
     assert named["alpha-third"] in by_suite and first not in by_suite
     assert "Last 2 runs of" in by_suite
@@ -355,3 +361,11 @@ def test_the_header_marks_the_current_section(client: TestClient, path: str, cur
     body = client.get(path).text
     marked = re.findall(r'<a href="[^"]*" aria-current="page">(\w+)</a>', body)
     assert marked == [current], (path, marked)
+
+
+def test_an_axis_ends_on_a_round_number_above_the_largest_value() -> None:
+    assert charts.nice_ceiling(0) == 1.0
+    assert charts.nice_ceiling(2) == 4.0  # ticks 0, 2, 4
+    assert charts.nice_ceiling(0.07) == 0.08
+    assert charts.nice_ceiling(0.5) == 0.6
+    assert charts.nice_ceiling(150) == 200.0

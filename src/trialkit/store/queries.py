@@ -81,6 +81,15 @@ def run_name(store: Store, run_id: str) -> str | None:
     return None if name is None else str(name)
 
 
+def oldest_first(store: Store, run_ids: Sequence[str]) -> list[str]:
+    """`run_ids` in the order the runs started (ids not in the store are left out)."""
+    query = (
+        select(runs.c.id).where(runs.c.id.in_(list(run_ids))).order_by(runs.c.started_at, runs.c.id)
+    )
+    with _read(store, "order runs by start") as conn:
+        return [str(found) for found in conn.scalars(query)]
+
+
 def task_ids(store: Store, run_id: str) -> list[str]:
     """The tasks planned for a run, in the suite's order."""
     query = (

@@ -4,6 +4,7 @@ classes (view.css), so both themes apply and the Content-Security-Policy holds."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -64,6 +65,18 @@ def x_positions(n: int) -> list[float]:
     return [LEFT + span * i / (n - 1) for i in range(n)]
 
 
+def nice_ceiling(largest: float) -> float:
+    """The top of an axis for values up to `largest`: a little above it, 1, 2, 4, 6 or 8
+    times a power of ten, so the half-way tick is a round number too (1 for none above 0)."""
+    if largest <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(largest * 1.05))
+    for step in (1, 2, 4, 6, 8, 10):
+        if step * power >= largest * 1.05:
+            return round(step * power, 12)
+    return 10.0 * power
+
+
 def run_label(point: TrendPoint) -> str:
     name = f" ({point.name})" if point.name else ""
     return f"run {point.run_id}{name}, {pages.when(point.started_at)}"
@@ -85,7 +98,7 @@ def chart(
     intervals: list[tuple[float, float] | None] = [band(p) if band else None for p in points]
     seen = [v for row in values for v in row if v is not None]
     seen += [hi for ci in intervals if ci for hi in ci[1:]]
-    ceiling = top if top is not None else (max(seen, default=0.0) * 1.1 or 1.0)
+    ceiling = top if top is not None else nice_ceiling(max(seen, default=0.0))
 
     def y(value: float) -> float:
         share = min(max(value / ceiling, 0.0), 1.0)

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from trialkit.store import Store
+from trialkit.store import Store, queries
 from trialkit.view import pages
 from trialkit.view.routes.trials import TrialPage, load_trial_page
 
@@ -24,6 +24,16 @@ def chosen_runs(request: Request) -> list[str]:
     return list(dict.fromkeys(named + [r for r in query.getlist("run") if r]))
 
 
+def resolve_chosen(store: Store, request: Request) -> list[str]:
+    """The ids of `chosen_runs`: those named by letter in their order, then the `?run=` ones
+    in the order they started, so the oldest ticked run is the baseline whatever order the
+    list of runs was sorted in."""
+    query = request.query_params
+    named = [store.resolve_run(query[k]) for k in RUN_KEYS if query.get(k)]
+    ticked = [store.resolve_run(r) for r in query.getlist("run") if r]
+    return list(dict.fromkeys(named + queries.oldest_first(store, ticked)))
+
+
 def compare_page(request: Request) -> Response:
     from trialkit.analysis.compare import CompareError, compare_runs
     from trialkit.reports import compare as words
@@ -34,7 +44,9 @@ def compare_page(request: Request) -> Response:
             "compare needs two runs: /compare?a=RUN&b=RUN, or runs ticked on the list of runs"
         )
     try:
-        comparison = pages.read(request, lambda store: compare_runs(store, refs))
+        comparison = pages.read(
+            request, lambda store: compare_runs(store, resolve_chosen(store, request))
+        )
     except CompareError as exc:
         raise pages.BadRequest(str(exc)) from exc
     return pages.render(

@@ -11,7 +11,7 @@ from starlette.routing import BaseRoute, Route
 
 from trialkit.store import Store, browse, queries
 from trialkit.view import pages
-from trialkit.view.routes.compare import chosen_runs
+from trialkit.view.routes.compare import chosen_runs, resolve_chosen
 
 TASKS_PER_PAGE = 50
 MAX_RUNS = 20
@@ -47,7 +47,7 @@ def matrix_page(request: Request) -> Response:
                 raise pages.NotFound(f"no run of suite {suite!r} in the store")
             columns = [MatrixColumn(p.run_id, p.name) for p in trend]
         else:
-            ids = list(dict.fromkeys(store.resolve_run(ref) for ref in refs))
+            ids = resolve_chosen(store, request)
             columns = [MatrixColumn(i, queries.run_name(store, i)) for i in ids]
         found = browse.matrix(
             store,
