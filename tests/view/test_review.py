@@ -87,6 +87,9 @@ def test_a_label_posted_is_stored_as_trialkit_review_stores_it(
     page = client.get(f"/runs/{run}/trials/capital/0")
     assert page.status_code == 200 and 'class="label-form"' in page.text
     assert "(pending)" in page.text
+    assert f'class="skip-review" href="/runs/{run}/trials/capital/1#review"' in page.text
+    last = client.get(f"/runs/{run}/trials/tone/2").text  # the queue starts again
+    assert f'class="skip-review" href="/runs/{run}/trials/capital/0#review"' in last
 
     sent = client.post(
         f"/runs/{run}/review",

@@ -75,6 +75,8 @@ class ReviewForm:
     labels: list[Label]
     left: int
     """Reviews still pending in the run."""
+    skip_url: str | None
+    """The next trial waiting for a reviewer, to go to without labelling this one."""
     saved: Label | None = None
     """The label just saved (on the page the form sent the reviewer to)."""
     action: str = field(init=False)
@@ -92,6 +94,7 @@ def trial_review(request: Request, store: Store, trial: Trial) -> ReviewForm:
     """The review part of `trial`'s page (read under the store lock)."""
     run_id = trial.run_id
     stored = store.labels(run_id)
+    waiting = store.pending_reviews(run_id)
     pending = [s.name for s in trial.scores if s.pending]
     names = list(dict.fromkeys([*pending, *(s.name for s in trial.scores)])) or [HUMAN]
     return ReviewForm(
@@ -103,9 +106,19 @@ def trial_review(request: Request, store: Store, trial: Trial) -> ReviewForm:
         graders=names,
         pending=pending,
         labels=[x for x in stored if (x.task_id, x.trial) == (trial.task_id, trial.index)],
-        left=len(store.pending_reviews(run_id)),
+        left=len(waiting),
+        skip_url=_skip_url(run_id, (trial.task_id, trial.index), waiting),
         saved=just_saved(request, stored),
     )
+
+
+def _skip_url(run_id: str, here: tuple[str, int], waiting: list[PendingReview]) -> str | None:
+    keys = list(dict.fromkeys((p.task_id, p.trial) for p in waiting))
+    if here in keys:
+        keys = keys[keys.index(here) + 1 :] + keys[: keys.index(here)]
+    if not keys:
+        return None
+    return pages.trial_url(run_id, *keys[0]) + "#review"
 
 
 def just_saved(request: Request, stored: list[Label]) -> Label | None:
