@@ -152,7 +152,7 @@ def test_the_trends_page_in_both_themes(
     assert line not in ("none", "", background) and text != background
     cell = page.eval_on_selector("td.strip .cell", "e => getComputedStyle(e).backgroundColor")
     assert cell != background
-    tooltip = page.locator("svg.chart circle.dot title").first.text_content() or ""
+    tooltip = page.locator("svg.chart circle.dot.series-1 title").first.text_content() or ""
     assert tooltip.startswith("pass rate: ") and "run " in tooltip
     for name, path in shots.items():
         assert watched.goto(path) == 200
