@@ -1,7 +1,7 @@
 """Review and live progress in a real browser: a reviewer goes from the queue to a trial,
 labels it and lands on the next one, and the label is the one `trialkit labels export` and
 `trialkit calibrate` read; a running run's page counts its trials as they finish, without a
-reload, and says when it has ended. No console error, no CSP violation."""
+reload, as does its trials list, and says when it has ended. No console error, no CSP violation."""
 
 from __future__ import annotations
 
@@ -141,6 +141,8 @@ def test_a_running_runs_page_counts_trials_as_they_finish(
             assert watched.goto(f"/runs/{run}") == 200
             page = watched.page
             page.evaluate("() => { window.notReloaded = true; }")
+            listing = open_on(server)
+            assert listing.goto(f"/runs/{run}/trials") == 200
             assert page.locator("#progress .live-status").inner_text() == "running"
             assert page.locator("#progress .live-planned").inner_text() == "4"
 
@@ -151,6 +153,11 @@ def test_a_running_runs_page_counts_trials_as_they_finish(
             )
             assert page.locator("#progress .live-passed").inner_text() == "1"
             assert page.locator(".live-trials li").count() == 1
+            listing.page.wait_for_function(
+                "() => document.querySelector('#progress .live-done').textContent === '1'",
+                timeout=WAIT_MS,
+            )
+            assert "one #0" in listing.page.locator(".live-trials").inner_text()
             assert "one #0" in page.locator(".live-trials").inner_text()
 
             gate.release(3)
@@ -165,7 +172,12 @@ def test_a_running_runs_page_counts_trials_as_they_finish(
             assert "reload for the whole report" in box.inner_text()
             assert page.evaluate("() => window.notReloaded") is True
             page.screenshot(path=str(screenshots / "live-finished.png"), full_page=True)
-            assert watched.errors == [], watched.errors
+            listing.page.wait_for_function(
+                "() => document.querySelector('#progress').dataset.status === 'completed'",
+                timeout=WAIT_MS,
+            )
+            assert listing.page.locator("#progress .live-done").inner_text() == "4"
+            assert watched.errors == [] and listing.errors == [], watched.errors + listing.errors
         finally:
             gate.release(4)
             worker.join(timeout=WAIT_MS / 1000)
