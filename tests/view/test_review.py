@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from trialkit import Suite, Task, graders, run_sync
 from trialkit.cli.main import cli
 from trialkit.report import Report
-from trialkit.store import Store
+from trialkit.store import Store, StoreError
 from trialkit.store.progress import TRIALS_PER_POLL
 from trialkit.store.urls import sqlite_url
 from trialkit.view.app import create_app
@@ -387,3 +387,20 @@ def wait_for(client: TestClient, run: str, done: Any) -> dict[str, Any]:
             return progress
         time.sleep(0.02)
     raise AssertionError(f"the run's progress never got there: {progress}")
+
+
+def test_a_store_that_refuses_the_write_is_a_503_that_says_so(
+    stored: tuple[Store, str, Report], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, _, report = stored
+    run = report.run.id
+    client = client_of(store)
+    token = token_of(client.get(f"/runs/{run}/trials/capital/0").text)
+
+    def refuse(label: object) -> None:
+        raise StoreError("cannot save labels: attempt to write a readonly database")
+
+    monkeypatch.setattr(store, "save_label", refuse)
+    sent = client.post(f"/runs/{run}/review", data=form(token))
+    assert sent.status_code == 503
+    assert "the label was not saved" in reason(sent.text) and "readonly" in reason(sent.text)

@@ -23,7 +23,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from trialkit.labels import HUMAN, Label
-from trialkit.store import GraderNotFound, PendingReview, Store
+from trialkit.store import GraderNotFound, PendingReview, Store, StoreError
 from trialkit.trial import Trial
 from trialkit.view import pages
 from trialkit.view.security import csrf_protected
@@ -166,6 +166,8 @@ async def _save_label(request: Request) -> Response:
             store.save_label(chosen)
         except GraderNotFound as exc:
             raise pages.BadRequest(f"grader: {exc}") from None
+        except StoreError as exc:  # a store that takes no writes (a read-only file, a replica)
+            raise HTTPException(503, f"the label was not saved: {exc}") from None
         return next_address(run_id, label, before, store.pending_reviews(run_id))
 
     where = await run_in_threadpool(pages.read, request, save)
