@@ -205,6 +205,8 @@ def test_the_matrix_pages_tasks(
     second = client.get("/matrix?suite=alpha&page=2").text
     assert "Showing 4–4 of 4" in second and ">hostile<" in second and ">always<" not in second
     assert 'rel="prev" href="/matrix?page=1&amp;suite=alpha&amp;last=5"' in second
+    beyond = client.get("/matrix?suite=alpha&page=7").text
+    assert "Showing 0–0 of 4" in beyond and "No task matches." in beyond
 
 
 def test_the_matrix_refuses_bad_parameters(client: TestClient) -> None:

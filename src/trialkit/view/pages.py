@@ -169,7 +169,7 @@ class Paging:
         self.size = size
         self.total = total
         self.first = (number - 1) * size + 1 if shown else 0
-        self.last = (number - 1) * size + shown
+        self.last = (number - 1) * size + shown if shown else 0
         self.pages = max(1, -(-total // size))
         self.previous = number - 1 if number > 1 else None
         self.next = number + 1 if shown and self.last < total else None

@@ -160,13 +160,14 @@ def test_the_trends_page_in_both_themes(
     assert watched.errors == []
 
 
-def test_the_chart_colours_follow_the_theme(open_page: OpenPage) -> None:
+def test_the_charts_follow_the_theme_without_javascript(open_page: OpenPage) -> None:
     colours = {}
     for scheme in ("light", "dark"):
-        watched = open_page(color_scheme=scheme)
+        watched = open_page(color_scheme=scheme, java_script_enabled=False)
         watched.goto("/trends/workspace")
         colours[scheme] = watched.page.eval_on_selector(
             "svg.chart .axis text", "e => getComputedStyle(e).fill"
         )
+        assert watched.page.locator("svg.chart circle.dot").count() >= 6
         assert watched.errors == []
     assert colours["light"] != colours["dark"]
