@@ -365,11 +365,10 @@ def suite_trend(store: Store, suite_id: str, *, limit: int = 100) -> list[TrendP
     with _read(store, f"read the trend of suite {suite_id!r}") as conn:
         found = _suite_runs(conn, suite_id, limit)
         figures = run_figures(conn, {row.id: _CONFIG.validate_json(row.config) for row in found})
-        planned = planned_counts(conn, [row.id for row in found])
         points = []
         for row in found:
             f = figures[row.id]
-            p50, p95 = _latencies(conn, row.id, set(planned[row.id]), f.trials)
+            p50, p95 = _latencies(conn, row.id, f.unplanned, f.trials)
             points.append(
                 TrendPoint(
                     run_id=row.id,
@@ -394,12 +393,10 @@ def suite_trend(store: Store, suite_id: str, *, limit: int = 100) -> list[TrendP
 
 
 def _latencies(
-    conn: Connection, run_id: str, planned: set[str], n: int
+    conn: Connection, run_id: str, unplanned: frozenset[str], n: int
 ) -> tuple[float | None, float | None]:
     """The report's p50 and p95 of the run's trials of planned tasks (two index seeks)."""
     where: list[ColumnElement[bool]] = [trials.c.run_id == run_id]
-    stored = select(trials.c.task_id).where(trials.c.run_id == run_id).distinct()
-    unplanned = set(conn.scalars(stored)) - planned
     if unplanned:
         where.append(trials.c.task_id.not_in(sorted(unplanned)))
     return (

@@ -22,10 +22,12 @@ from trialkit import metrics
 from trialkit.models.pricing import add_costs
 from trialkit.report import task_verdict
 from trialkit.score import Verdict
+from trialkit.store.encoding import escape_nul, unescape_nul
 from trialkit.store.schema import run_tasks, trials
 from trialkit.task import SuiteKind
 
 _RUNS_PER_QUERY = 200
+_NONE = dict.fromkeys(Verdict, 0)
 
 
 @dataclass
@@ -33,7 +35,7 @@ class TaskCounts:
     """One planned task of a run: its kind and its trials counted by verdict."""
 
     kind: SuiteKind
-    verdicts: dict[Verdict, int] = field(default_factory=lambda: dict.fromkeys(Verdict, 0))
+    verdicts: dict[Verdict, int] = field(default_factory=lambda: _NONE.copy())
 
     @property
     def trials(self) -> int:
@@ -65,6 +67,8 @@ class RunFigures:
     pass_hat_k: float | None
     cost_usd: float | None
     mean_latency_s: float | None
+    unplanned: frozenset[str] = frozenset()
+    """Tasks with trials that the run did not plan (a report leaves them out)."""
 
 
 def chunks(items: Sequence[str]) -> Iterator[list[str]]:
@@ -87,13 +91,18 @@ def planned_counts(
     if task_ids is not None:
         plans = plans.where(run_tasks.c.task_id.in_(list(task_ids)))
         counts = counts.where(trials.c.task_id.in_(list(task_ids)))
+    kinds = {kind.value: kind for kind in SuiteKind}
+    verdicts = {verdict.value: verdict for verdict in Verdict}
     for chunk in chunks(run_ids):
         for row in conn.execute(plans.where(run_tasks.c.run_id.in_(chunk))):
-            found[row.run_id][row.task_id] = TaskCounts(SuiteKind(row.kind))
-        for row in conn.execute(counts.where(trials.c.run_id.in_(chunk))):
-            task = found[row.run_id].get(row.task_id)
+            found[row.run_id][row.task_id] = TaskCounts(kinds[row.kind])
+        result = conn.execute(counts.where(trials.c.run_id.in_(chunk)))
+        escaped = {escape_nul(run_id): run_id for run_id in chunk}
+        for run_id, task_id, verdict, n in result.cursor.fetchall():  # the driver's tuples
+            task = found[escaped[run_id]].get(unescape_nul(task_id))
             if task is not None:  # a report counts planned tasks only
-                task.verdicts[Verdict(row.verdict)] += row.n
+                task.verdicts[verdicts[verdict]] += n
+        result.close()
     return found
 
 
@@ -117,11 +126,17 @@ def run_figures(conn: Connection, configs: dict[str, dict[str, Any]]) -> dict[st
             list(tasks.values()),
             add_costs(*task_costs),
             total / count if count else None,
+            frozenset(durations[run_id]) - set(tasks),
         )
     return found
 
 
-def _figures(tasks: list[TaskCounts], cost: float | None, mean_latency: float | None) -> RunFigures:
+def _figures(
+    tasks: list[TaskCounts],
+    cost: float | None,
+    mean_latency: float | None,
+    unplanned: frozenset[str],
+) -> RunFigures:
     passed = sum(t.verdicts[Verdict.PASS] for t in tasks)
     failed = sum(t.verdicts[Verdict.FAIL] for t in tasks)
     histogram: dict[tuple[int, int], int] = defaultdict(int)
@@ -141,6 +156,7 @@ def _figures(tasks: list[TaskCounts], cost: float | None, mean_latency: float | 
         pass_hat_k=None if k is None else pass_hat_k(histogram, k),
         cost_usd=cost,
         mean_latency_s=mean_latency,
+        unplanned=unplanned,
     )
 
 

@@ -244,10 +244,13 @@ def _score_range(
     scored: list[ColumnElement[bool]] = []
     if grader is not None:
         scored.append(scores.c.name == grader)
+    # `value + 0`: not an index column, so the trial's scores are found by their key (SQLite
+    # would otherwise range-scan a task's score values for each match).
+    value = scores.c.value + 0
     if score_min is not None:
-        scored.append(scores.c.value >= score_min)
+        scored.append(value >= score_min)
     if score_max is not None:
-        scored.append(scores.c.value <= score_max)
+        scored.append(value <= score_max)
     return [exists().where(*_of_trial(scores.c, "trial_idx"), *scored)]
 
 
