@@ -245,6 +245,20 @@ def test_search_marks_the_match_and_escapes_the_rest(client: TestClient, store: 
     assert "matches" in scored
 
 
+def test_search_pages_its_hits_keeping_the_filters(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trialkit.view.routes import search
+
+    monkeypatch.setattr(search, "HITS_PER_PAGE", 4)
+    first = client.get("/search?q=alert&verdict=pass").text
+    assert "Showing 1–4 of 6" in first and first.count("<mark>") == 4
+    assert 'rel="next" href="/search?page=2&amp;q=alert&amp;verdict=pass"' in first
+    second = client.get("/search?q=alert&verdict=pass&page=2").text
+    assert "Showing 5–6 of 6" in second and second.count("<mark>") == 2
+    assert '<option value="pass" selected>pass</option>' in second  # the form keeps them
+
+
 def test_search_refuses_bad_parameters(client: TestClient) -> None:
     bad(client, "/search?q=x&score_min=lots", "score_min", "number")
     bad(client, "/search?q=x&score_min=nan", "score_min")
