@@ -385,3 +385,15 @@ def test_an_axis_ends_on_a_round_number_above_the_largest_value() -> None:
     assert charts.nice_ceiling(0.07) == 0.08
     assert charts.nice_ceiling(0.5) == 0.6
     assert charts.nice_ceiling(150) == 200.0
+
+
+def test_the_pages_of_an_empty_store(tmp_path: Path) -> None:
+    with (
+        Store(sqlite_url(tmp_path / "empty.db")) as empty,
+        TestClient(create_app(empty, allowed_hosts=None)) as c,
+    ):
+        assert "No runs yet" in c.get("/").text
+        assert "No runs yet" in c.get("/trends").text
+        assert "0 matches" in c.get("/search?q=anything").text
+        assert c.get("/trends/anything").status_code == 404
+        assert c.get("/matrix?suite=anything").status_code == 404
