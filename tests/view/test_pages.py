@@ -298,6 +298,7 @@ def test_a_suite_s_trend_charts_strips_and_health(client: TestClient, store: Sto
     assert body.count('<circle class="dot series-1"') == 3 + 3 + 3  # a point a run a chart
     assert '<polygon class="band"' in body and '<polyline class="line series-1"' in body
     assert f"<title>pass rate: 50.0% · run {named['alpha-first']}" in body
+    assert f"<title>pass^2: 50.0% · run {named['alpha-first']}" in body
     assert f"({ESCAPED})" in body and XSS not in body  # a run name in a tooltip
     assert "style=" not in body and "<style" not in body
     assert f'<a href="/runs/{named["alpha-first"]}"><circle' in body

@@ -90,9 +90,11 @@ def chart(
     *,
     top: float | None = None,
     band: Callable[[TrendPoint], tuple[float, float] | None] | None = None,
+    named: Callable[[str, TrendPoint], str] | None = None,
 ) -> Chart:
     """A chart of `series` (label, value) over `points`, from 0 to `top` (default: a little
-    over the largest value); `band` draws an interval behind the first series."""
+    over the largest value); `band` draws an interval behind the first series; `named`
+    gives a series its name in one point's tooltip (default: its label)."""
     xs = x_positions(len(points))
     values = [[value(p) for p in points] for _, value in series]
     intervals: list[tuple[float, float] | None] = [band(p) if band else None for p in points]
@@ -119,7 +121,8 @@ def chart(
                     x=round(x, 1),
                     y=y(value),
                     href=pages.run_url(point.run_id),
-                    title=f"{label}: {fmt(value)} · {run_label(point)}",
+                    title=f"{named(label, point) if named else label}: {fmt(value)} · "
+                    f"{run_label(point)}",
                 )
             )
         one.lines += [" ".join(run)] if len(run) > 1 else []
@@ -181,6 +184,7 @@ def trend_charts(points: Sequence[TrendPoint]) -> list[Chart]:
             f.percent,
             top=1.0,
             band=lambda p: p.pass_rate_ci,
+            named=lambda label, p: f"pass^{p.k}" if label == pass_hat and p.k else label,
         ),
         chart("Errors", points, [("errored trials", lambda p: float(p.errors))], _count),
         chart("Cost", points, [("cost", lambda p: p.cost_usd)], f.cost),
