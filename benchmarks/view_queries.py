@@ -5,8 +5,8 @@ erroring, each with a tool call, an output of ~40 words and two graders' rationa
 smaller runs of the same suite, and 40 runs of four other suites (20 tasks × 3 trials),
 written through `Store.save_trials` in batches like the runner's (search documents included).
 Then each query of `trialkit.store.browse` and `trialkit.store.search`, and a page of the big
-run's trials through `queries.list_trials`, is timed in this process: the median of
-`--repeats` calls after one warm-up call. Usage:
+run's trials through `queries.list_trials` and `trial_pages.trials_page`, is timed in this
+process: the median of `--repeats` calls after one warm-up call. Usage:
 
     python benchmarks/view_queries.py                      # SQLite, in a temp folder
     python benchmarks/view_queries.py --store URL          # another store (an empty one)
@@ -31,7 +31,7 @@ from typing import Any
 from trialkit.outcome import Outcome
 from trialkit.report import RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Score, Verdict
-from trialkit.store import Store, browse, queries, search
+from trialkit.store import Store, browse, queries, search, trial_pages
 from trialkit.store.urls import sqlite_url
 from trialkit.task import SuiteKind
 from trialkit.transcript import Message, ToolCall, Transcript, Turn, Usage
@@ -212,6 +212,12 @@ def cases(store: Store) -> dict[str, Callable[[], Any]]:
         "search + error type": lambda: search.search(store, "timed", error_type="TimeoutError"),
         "search page 100": lambda: search.search(store, "capital", offset=5000),
         "trials page (queries.list_trials)": lambda: queries.list_trials(store, "big", limit=50),
+        "trials page 1,001 (trials_page)": lambda: trial_pages.trials_page(
+            store, "big", offset=50_000
+        ),
+        "failed trials page (trials_page)": lambda: trial_pages.trials_page(
+            store, "big", verdict="fail", offset=5000
+        ),
     }
 
 

@@ -21,6 +21,8 @@ from trialkit.store.browse import (
     suite_trend,
     task_history,
 )
+from trialkit.store.queries import list_trials
+from trialkit.store.trial_pages import trials_page
 
 from .test_store_reports import _save, _varied_run
 
@@ -265,3 +267,17 @@ def test_an_errored_trial_is_counted_apart_from_failures(
     assert row.failed == report.summary.failed > 0
     verdicts = {t.verdict for t in report.tasks}
     assert Verdict.ERROR in verdicts or Verdict.FAIL in verdicts
+
+
+def test_a_page_of_trials_is_the_listing_s_slice(store: Store, filled: dict[str, Report]) -> None:
+    for key in ("reg", "costly"):
+        run_id = filled[key].run.id
+        for verdict in (None, Verdict.FAIL):
+            whole = list_trials(store, run_id, verdict=verdict)
+            pages = [
+                trials_page(store, run_id, verdict=verdict, offset=i, limit=5) for i in (0, 5, 10)
+            ]
+            assert all(p.total == whole.total for p in pages)
+            paged = [line for p in pages for line in p.lines]
+            assert paged == whole.lines[:15]
+    assert trials_page(store, filled["reg"].run.id, offset=1000).lines == []

@@ -1,0 +1,65 @@
+"""A page of a run's trials, as `queries.list_trials` lists them, without listing them all.
+
+`queries.list_trials` with a `limit` still orders (and counts) every trial of the run. Here the
+tasks' trial counts come first, grouped by the database from a covering index; they say which
+tasks the page falls in, and only those tasks' trials are listed.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from trialkit.score import Verdict
+from trialkit.store.queries import TrialListing, _read, list_trials
+from trialkit.store.schema import run_tasks, trials
+from trialkit.store.store import Store
+
+
+def trials_page(
+    store: Store,
+    run_id: str,
+    *,
+    verdict: Verdict | str | None = None,
+    offset: int = 0,
+    limit: int = 50,
+) -> TrialListing:
+    """Trials `offset` to `offset + limit` of a run in the suite's task order, then by trial
+    number (then the trials of tasks the run did not plan, by task id); `verdict`
+    keeps only trials with that verdict. `total` counts every trial that matches."""
+    chosen = None if verdict is None else Verdict(verdict)
+    counts = select(trials.c.task_id, func.count().label("n")).where(trials.c.run_id == run_id)
+    if chosen is not None:
+        counts = counts.where(trials.c.verdict == chosen.value)
+    order = (
+        select(run_tasks.c.task_id)
+        .where(run_tasks.c.run_id == run_id)
+        .order_by(run_tasks.c.position)
+    )
+    with _read(store, f"list the trials of run {run_id!r}") as conn:
+        store._run_row(conn, run_id)
+        sizes = {row.task_id: int(row.n) for row in conn.execute(counts.group_by(trials.c.task_id))}
+        planned = list(conn.scalars(order))
+    known = set(planned)
+    tasks = [t for t in planned if t in sizes] + sorted(t for t in sizes if t not in known)
+    total = sum(sizes.values())
+    start, end = max(offset, 0), max(offset, 0) + max(limit, 0)
+    wanted: list[tuple[str, int, int]] = []  # task, first and last+1 of its trials on the page
+    seen = 0
+    for task_id in tasks:
+        n = sizes[task_id]
+        low, high = max(start - seen, 0), min(end - seen, n)
+        if low < high:
+            wanted.append((task_id, low, high))
+        seen += n
+        if seen >= end:
+            break
+    if not wanted:
+        return TrialListing(lines=[], total=total)
+    listed = list_trials(store, run_id, tasks=[t for t, _, _ in wanted], verdict=chosen)
+    by_task: dict[str, list[int]] = {}
+    for position, line in enumerate(listed.lines):
+        by_task.setdefault(line.task_id, []).append(position)
+    lines = [
+        listed.lines[i] for task_id, low, high in wanted for i in by_task.get(task_id, [])[low:high]
+    ]
+    return TrialListing(lines=lines, total=total)
