@@ -281,3 +281,12 @@ def test_a_page_of_trials_is_the_listing_s_slice(store: Store, filled: dict[str,
             paged = [line for p in pages for line in p.lines]
             assert paged == whole.lines[:15]
     assert trials_page(store, filled["reg"].run.id, offset=1000).lines == []
+
+
+def test_a_suite_s_health_findings_are_reachable_from_browse(
+    store: Store, filled: dict[str, Report]
+) -> None:
+    from trialkit.store.browse import suite_health
+
+    health = suite_health(store, "caps")
+    assert [r.id for r in health.runs] == [filled["cap-1"].run.id, filled["cap-2"].run.id]
