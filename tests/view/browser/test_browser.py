@@ -243,5 +243,6 @@ def test_screenshots_of_the_main_pages(
     for name, path in shots.items():
         assert watched.goto(path) == 200
         watched.page.screenshot(path=str(screenshots / f"{name}-{scheme}.png"), full_page=True)
-    assert len(list(screenshots.glob(f"*-{scheme}.png"))) == len(shots)
+    for name in shots:  # other tests save theirs in the same folder
+        assert (screenshots / f"{name}-{scheme}.png").stat().st_size > 0
     assert watched.errors == []
