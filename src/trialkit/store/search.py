@@ -38,7 +38,7 @@ from trialkit.store.schema import scores, search_docs, trials
 from trialkit.store.search_index import TS_CONFIG, tag
 from trialkit.store.store import Store
 
-RANK_LIMIT = 20_000
+RANK_LIMIT = 10_000
 """Up to this many matches, hits are ranked; past it, they come newest first."""
 SNIPPET_CONTEXT = 80
 """Characters of text shown on each side of a match."""
@@ -130,10 +130,14 @@ def search(
         ranked = total <= RANK_LIMIT
         d = search_docs.c
         order = (rank.desc(), d.id) if ranked else (newest.desc(),)
+        documents = _documents(with_trial=True)
+        if sqlite:  # bm25 is known only where the MATCH is
+            chosen = _matching(documents, sqlite).where(match, *where)
+        else:  # the matches kept first (OFFSET 0 fences them), then ranked: ts_rank is costly
+            kept = select(d.id).where(match, *where).offset(0).subquery("kept")
+            chosen = documents.join(kept, kept.c.id == d.id)
         page = (
-            _matching(_documents(with_trial=True), sqlite)
-            .where(match, *where)
-            .add_columns(rank.label("rank"))
+            chosen.add_columns(rank.label("rank"))
             .order_by(*order)
             .offset(offset)
             .limit(limit)
