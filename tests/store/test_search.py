@@ -239,6 +239,8 @@ def test_a_label_replaces_the_rationale_it_rewrote(store: Store) -> None:
     assert search(store, "wrong").total == 0
     (hit,) = search(store, "actually").hits
     assert (hit.field, hit.grader, hit.verdict) == ("rationale", "judge", Verdict.PASS)
+    assert search(store, "ok", verdict="pass").total == 1  # the verdict filter follows it
+    assert search(store, "ok", verdict="fail").total == 0
 
 
 def test_a_store_written_before_the_index_is_backfilled(
