@@ -136,12 +136,7 @@ def search(
         else:  # the matches kept first (OFFSET 0 fences them), then ranked: ts_rank is costly
             kept = select(d.id).where(match, *where).offset(0).subquery("kept")
             chosen = documents.join(kept, kept.c.id == d.id)
-        page = (
-            chosen.add_columns(rank.label("rank"))
-            .order_by(*order)
-            .offset(offset)
-            .limit(limit)
-        )
+        page = chosen.add_columns(rank.label("rank")).order_by(*order).offset(offset).limit(limit)
         found = conn.execute(page).all()
     phrases = (r"\W+".join(map(re.escape, w)) for w in words)
     pattern = re.compile("|".join(rf"(?<!\w){p}(?!\w)" for p in phrases), re.IGNORECASE)
