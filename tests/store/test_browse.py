@@ -272,10 +272,12 @@ def test_an_errored_trial_is_counted_apart_from_failures(
 def test_a_page_of_trials_is_the_listing_s_slice(store: Store, filled: dict[str, Report]) -> None:
     for key in ("reg", "costly"):
         run_id = filled[key].run.id
-        for verdict in (None, Verdict.FAIL):
-            whole = list_trials(store, run_id, verdict=verdict)
+        some = sorted({line.task_id for line in list_trials(store, run_id).lines})[1::2]
+        for verdict, tasks in [(None, None), (Verdict.FAIL, None), (None, some)]:
+            whole = list_trials(store, run_id, verdict=verdict, tasks=tasks)
             pages = [
-                trials_page(store, run_id, verdict=verdict, offset=i, limit=5) for i in (0, 5, 10)
+                trials_page(store, run_id, verdict=verdict, tasks=tasks, offset=i, limit=5)
+                for i in (0, 5, 10)
             ]
             assert all(p.total == whole.total for p in pages)
             paged = [line for p in pages for line in p.lines]

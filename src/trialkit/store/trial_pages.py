@@ -7,6 +7,8 @@ tasks the page falls in, and only those tasks' trials are listed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import func, select
 
 from trialkit.score import Verdict
@@ -19,17 +21,21 @@ def trials_page(
     store: Store,
     run_id: str,
     *,
+    tasks: Sequence[str] | None = None,
     verdict: Verdict | str | None = None,
     offset: int = 0,
     limit: int = 50,
 ) -> TrialListing:
     """Trials `offset` to `offset + limit` of a run in the suite's task order, then by trial
-    number (then the trials of tasks the run did not plan, by task id); `verdict`
-    keeps only trials with that verdict. `total` counts every trial that matches."""
+    number (then the trials of tasks the run did not plan, by task id); `tasks` keeps only
+    those task ids, `verdict` only trials with that verdict. `total` counts every trial that
+    matches."""
     chosen = None if verdict is None else Verdict(verdict)
     counts = select(trials.c.task_id, func.count().label("n")).where(trials.c.run_id == run_id)
     if chosen is not None:
         counts = counts.where(trials.c.verdict == chosen.value)
+    if tasks is not None:
+        counts = counts.where(trials.c.task_id.in_(list(tasks)))
     order = (
         select(run_tasks.c.task_id)
         .where(run_tasks.c.run_id == run_id)

@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute, Route
 
 from trialkit.reports.transcript import TurnView, turns_of, why_not_passed
 from trialkit.score import Verdict
-from trialkit.store import Store, queries
+from trialkit.store import Store, queries, trial_pages
 from trialkit.store.progress import RunProgress, run_progress
 from trialkit.transcript import Message, ModelCall
 from trialkit.trial import Trial
@@ -78,13 +78,9 @@ def _listing(
         return queries.TrialListing(lines=[], total=0)
     chosen = Verdict(verdict) if verdict else None
     offset = (number - 1) * TRIALS_PER_PAGE
-    listing = queries.list_trials(
-        store, run_id, tasks=tasks, verdict=chosen, limit=TRIALS_PER_PAGE, offset=offset
+    return trial_pages.trials_page(
+        store, run_id, tasks=tasks, verdict=chosen, offset=offset, limit=TRIALS_PER_PAGE
     )
-    if not listing.lines and offset:  # past the end: still say how many there are
-        total = queries.list_trials(store, run_id, tasks=tasks, verdict=chosen, limit=1).total
-        listing = queries.TrialListing(lines=[], total=total)
-    return listing
 
 
 @dataclass
