@@ -14,8 +14,11 @@ from trialkit.reports import _format as f
 from trialkit.store import Store, browse
 from trialkit.store.browse import RunSort
 from trialkit.view import pages
+from trialkit.view.report_cache import ReportCache
 
 RUNS_PER_PAGE = 50
+TASKS_PER_PAGE = 200
+"""Tasks in one page of a run's table (the summary is always the whole run's)."""
 STATUSES = ("running", "completed", "interrupted", "stopped")
 SORTS: dict[str, RunSort] = {
     "run": "id",
@@ -139,12 +142,16 @@ def _sort_link(filters: dict[str, str], key: str, sort: str, order: str) -> str:
 
 def run_page(request: Request) -> Response:
     ref = request.path_params["ref"]
+    number = pages.page_number(request)
+    cache: ReportCache = request.app.state.reports
 
     def load(store: Store) -> tuple[str, Report]:
         run_id = store.resolve_run(ref)
-        return run_id, store.load_report(run_id)
+        return run_id, cache.report(store, run_id)
 
     run_id, report = pages.read(request, load)
+    first = (number - 1) * TASKS_PER_PAGE
+    shown = report.tasks[first : first + TASKS_PER_PAGE]
     ks = sorted({k for task in report.tasks for k in task.pass_at_k}, key=int)
     return pages.render(
         request,
@@ -160,6 +167,8 @@ def run_page(request: Request) -> Response:
         ],
         figures=f.summary_rows(report),
         ks=[k for k in ks if k in set(f.shown_ks(dict.fromkeys(ks, 0.0)))],
+        tasks=shown,
+        paging=pages.Paging(number, TASKS_PER_PAGE, len(report.tasks), len(shown)),
         refresh=pages.REFRESH_S if report.run.status == "running" else None,
     )
 
