@@ -292,11 +292,15 @@ class TaskPlan(Record):
     file: str | None = None
     """Where the task is defined (see `TaskReport.file`)."""
     line: int | None = None
+    reference: str | None = None
+    """The task's known-good answer (`Task.reference`); kept out of reports."""
+    criteria: str | None = None
+    """The task's success criteria in prose (`Task.criteria`); kept out of reports."""
 
     @classmethod
     def of(cls, task: Task, kind: SuiteKind) -> TaskPlan:
         """The plan of `task`, with its source location (`Task.source`) as `shown_path` gives
-        it."""
+        it, its reference and its criteria."""
         file, line = (None, None) if task.source is None else task.source
         return cls(
             id=task.id,
@@ -305,6 +309,8 @@ class TaskPlan(Record):
             tags=task.tags,
             file=None if file is None else shown_path(file),
             line=line,
+            reference=task.reference,
+            criteria=task.criteria,
         )
 
 

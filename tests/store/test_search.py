@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from sqlalchemy import create_engine, insert, inspect
+from sqlalchemy import MetaData, Table, create_engine, insert, inspect
 from sqlalchemy.pool import NullPool
 
 from trialkit import Suite, Task, graders, run_sync
@@ -251,7 +251,8 @@ def test_a_store_written_before_the_index_is_backfilled(
     sample = make_sample("old-run")
     with engine.begin() as conn:
         conn.execute(insert(schema.runs), rows.run_row(sample.run, sample.suite))
-        conn.execute(insert(schema.run_tasks), rows.task_rows("old-run", sample.plans))
+        old_tasks = Table("run_tasks", MetaData(), autoload_with=conn)  # as of MIGRATIONS[:7]
+        conn.execute(insert(old_tasks), rows.task_rows("old-run", sample.plans))
         conn.execute(insert(schema.trials), [rows.trial_row(t) for t in sample.trials])
         score_rows = [r for t in sample.trials for r in rows.score_rows(t)]
         conn.execute(insert(schema.scores), score_rows)

@@ -401,6 +401,15 @@ def m008_search(conn: Connection) -> None:
 _SEARCH_BATCH = 500
 
 
+def m009_task_reference(conn: Connection) -> None:
+    """What each planned task expects: `run_tasks.reference` (its known-good answer) and
+    `run_tasks.criteria` (its success criteria), for the viewer's trial page. Rows written
+    before stay NULL in both."""
+    run_tasks = Table("run_tasks", MetaData(), Column("reference", Text), Column("criteria", Text))
+    for column in run_tasks.columns:
+        conn.exec_driver_sql(add_column_sql(conn.dialect, column))
+
+
 def add_column_sql(dialect: Dialect, column: Column[Any]) -> str:
     """`ALTER TABLE … ADD COLUMN …`, which SQLite and PostgreSQL both run in place for a
     nullable column, or a NOT NULL one with a constant default; the column is rendered by the
@@ -421,6 +430,7 @@ MIGRATIONS: Sequence[Migration] = (
     m006_labels,
     m007_task_source,
     m008_search,
+    m009_task_reference,
 )
 """Every migration, in the order they apply. Append only."""
 

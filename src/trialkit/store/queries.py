@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, func, select
 
 from trialkit._record import ErrorInfo, Record
+from trialkit.report import TaskPlan
 from trialkit.score import Verdict
 from trialkit.store import rows
 from trialkit.store.encoding import SafeText
@@ -99,6 +100,15 @@ def task_ids(store: Store, run_id: str) -> list[str]:
     )
     with _read(store, f"list the tasks of run {run_id!r}") as conn:
         return [str(task_id) for task_id in conn.scalars(query)]
+
+
+def task_plan(store: Store, run_id: str, task_id: str) -> TaskPlan | None:
+    """One task's plan in a run (with its reference and criteria), or `None` when the run did
+    not plan it."""
+    query = select(run_tasks).where(run_tasks.c.run_id == run_id, run_tasks.c.task_id == task_id)
+    with _read(store, f"read task {task_id!r} of run {run_id!r}") as conn:
+        row = conn.execute(query).one_or_none()
+        return None if row is None else rows.task_plan(row)
 
 
 def trial_indices(store: Store, run_id: str, task_id: str) -> list[int]:

@@ -148,6 +148,8 @@ def task_rows(run_id: str, plans: Sequence[TaskPlan]) -> list[dict[str, Any]]:
             "tags": _TAGS.dump_json(plan.tags).decode(),
             "file": plan.file,
             "line": plan.line,
+            "reference": None if plan.reference is None else redact(plan.reference),
+            "criteria": None if plan.criteria is None else redact(plan.criteria),
         }
         for position, plan in enumerate(plans)
     ]
@@ -198,6 +200,8 @@ def task_plan(row: StoredRow) -> TaskPlan:
                 "tags": tags,
                 "file": row.file,
                 "line": row.line,
+                "reference": row.reference,
+                "criteria": row.criteria,
             }
         )
 

@@ -90,6 +90,9 @@ run_tasks = Table(
     # m007_task_source: where the task is defined; NULL in rows written before it.
     Column("file", SafeText),
     Column("line", Integer),
+    # m009_task_reference: the task's reference and criteria; NULL in rows written before it.
+    Column("reference", SafeText),
+    Column("criteria", SafeText),
 )
 
 trials = Table(

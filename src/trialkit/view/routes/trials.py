@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from trialkit.report import TaskPlan
 from trialkit.reports.transcript import TurnView, turns_of, why_not_passed
 from trialkit.score import Verdict
 from trialkit.store import Store, queries, trial_pages
@@ -96,6 +97,8 @@ class TrialPage:
     turns: list[TurnView]
     grader_calls: list[ModelCall]
     siblings: list[int]
+    plan: TaskPlan | None = None
+    """The task as the run planned it: its reference and criteria, when it has them."""
 
     def judge_metadata(self) -> list[tuple[str, dict[str, Any]]]:
         return [(score.name, score.metadata) for score in self.trial.scores if score.metadata]
@@ -118,6 +121,7 @@ def load_trial_page(store: Store, ref: str, task_id: str, index: int) -> TrialPa
         turns=turns_of(transcript),
         grader_calls=[c for c in transcript.model_calls if c.role == "grader"],
         siblings=queries.trial_indices(store, run_id, task_id),
+        plan=queries.task_plan(store, run_id, task_id),
     )
 
 
