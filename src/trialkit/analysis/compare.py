@@ -36,7 +36,7 @@ the line to install it (`difference_ci_unavailable`) and the outcome is `cannot_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -227,15 +227,18 @@ def compare_runs(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     allow_different_suites: bool = False,
+    report_of: Callable[[Store, str], Report] | None = None,
 ) -> Comparison:
     """Compare stored runs (ids, id prefixes or names); the first is the baseline.
 
     Reads each run's per-task aggregates from SQL and the model it used; no trial is loaded.
+    `report_of(store, run_id)` gives a run's report instead (the viewer's kept reports).
     """
     if len(refs) < 2:
         raise CompareError(f"comparing needs at least two runs, got {len(refs)}")
     # Listing no trial, every task is counted and summed by the database (store/aggregates.py).
-    reports = [store.load_report(store.resolve_run(ref), max_results=0) for ref in refs]
+    load = report_of or (lambda store, run_id: store.load_report(run_id, max_results=0))
+    reports = [load(store, store.resolve_run(ref)) for ref in refs]
     models = run_models(store, {r.run.id: r.run.config for r in reports})
     return compare_reports(
         reports,

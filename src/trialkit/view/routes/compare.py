@@ -44,8 +44,12 @@ def compare_page(request: Request) -> Response:
             "compare needs two runs: /compare?a=RUN&b=RUN, or runs ticked on the list of runs"
         )
     try:
+        kept = request.app.state.reports
         comparison = pages.read(
-            request, lambda store: compare_runs(store, resolve_chosen(store, request))
+            request,
+            lambda store: compare_runs(
+                store, resolve_chosen(store, request), report_of=kept.report
+            ),
         )
     except CompareError as exc:
         raise pages.BadRequest(str(exc)) from exc
