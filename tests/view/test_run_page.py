@@ -81,3 +81,20 @@ def test_a_label_shows_at_once_though_the_report_is_kept(store: Store) -> None:
             after,
         )
         assert row is not None and row.group(1) == "pass"
+
+
+def test_a_suites_trend_is_kept_until_one_of_its_runs_changes(store: Store) -> None:
+    run_id = store.resolve_run("many")
+    with TestClient(create_app(store, allowed_hosts={"testserver"})) as client:
+        assert client.get("/trends/many").text.count(f"/runs/{run_id}") >= 1
+        again = Suite(
+            id="many",
+            kind="regression",
+            trials=1,
+            harness=lambda prompt: "yes",
+            tasks=[Task(id="t0000", input="t0000", graders=[graders.contains("yes")])],
+        )
+        second = run_sync(again, store=store, name="again").run.id
+        assert f"/runs/{second}" in client.get("/trends/many").text  # a new run is seen at once
+        page = client.get("/trends/many").text
+        assert f"/runs/{run_id}" in page and f"/runs/{second}" in page

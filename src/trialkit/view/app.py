@@ -43,7 +43,7 @@ from starlette.types import Scope
 
 from trialkit.store import AmbiguousRun, RunNotFound, Store, TrialNotFound
 from trialkit.view import pages
-from trialkit.view.report_cache import ReportCache
+from trialkit.view.report_cache import ReportCache, SuiteCache
 from trialkit.view.routes import api, compare, matrix, review, runs, search, trends, trials
 from trialkit.view.security import SecurityMiddleware
 
@@ -77,6 +77,7 @@ def create_app(
     app.state.store = store
     app.state.lock = threading.Lock()
     app.state.reports = ReportCache()
+    app.state.suites = SuiteCache()
     app.state.csrf_secret = secrets.token_bytes(32)
     app.state.read_only = (
         "it was started read-only (--read-only)"

@@ -1,16 +1,21 @@
-"""Reports of runs kept between the viewer's requests, while the run stays as it was.
+"""Reports of runs (and figures of suites) kept between the viewer's requests, while the runs
+stay as they were.
 
 A run's report is computed by the database (`Store.load_report`), in seconds on a run of
 100,000 trials; a run that has finished changes only when trials are resumed or retried, or
 labels are given. Its version is read first, cheaply (the run's status and end, its trial
 count, its labels' count and latest time, from indexes): a cached report of the same version
-is served as is, any other is computed again. A running run is never cached.
+is served as is, any other is computed again. A running run is never cached. A suite's
+figures over its runs (its trend page) are kept the same way, under the version of all its
+runs together.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -61,3 +66,47 @@ def run_version(store: Store, run_id: str) -> Version:
             select(func.count(), func.max(labels.c.labeled_at)).where(labels.c.run_id == run_id)
         ).one()
     return (None if run is None else tuple(run), count, tuple(labelled))
+
+
+class SuiteCache:
+    """What `compute(store)` gave for a suite, kept while none of the suite's runs changed
+    (runs added, finished or resumed, trials stored, labels given) and none is running."""
+
+    def __init__(self, size: int = KEPT) -> None:
+        self.size = size
+        self._kept: OrderedDict[tuple[str, str], tuple[Version, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, store: Store, suite_id: str, key: str, compute: Callable[[Store], Any]) -> Any:
+        version = suite_version(store, suite_id)
+        with self._lock:
+            kept = self._kept.get((suite_id, key))
+            if kept is not None and kept[0] == version:
+                self._kept.move_to_end((suite_id, key))
+                return kept[1]
+        value = compute(store)
+        if not version[0]:  # no run of the suite is running
+            with self._lock:
+                self._kept[(suite_id, key)] = (version, value)
+                while len(self._kept) > self.size:
+                    self._kept.popitem(last=False)
+        return value
+
+
+def suite_version(store: Store, suite_id: str) -> Version:
+    """Whether a run of the suite is running, then what changes when its runs do."""
+    of_suite = select(runs.c.id).where(runs.c.suite_id == suite_id)
+    with store._read(f"read the runs of suite {suite_id!r}") as conn:
+        running = conn.scalar(
+            select(func.count()).where(runs.c.suite_id == suite_id, runs.c.status == "running")
+        )
+        listed = conn.execute(
+            select(func.count(), func.max(runs.c.started_at), func.max(runs.c.finished_at)).where(
+                runs.c.suite_id == suite_id
+            )
+        ).one()
+        count = conn.scalar(select(func.count()).where(trials.c.run_id.in_(of_suite)))
+        labelled = conn.execute(
+            select(func.count(), func.max(labels.c.labeled_at)).where(labels.c.run_id.in_(of_suite))
+        ).one()
+    return (bool(running), tuple(listed), count, tuple(labelled))

@@ -14,6 +14,7 @@ from trialkit.reports import health as health_words
 from trialkit.score import Verdict
 from trialkit.store import Store, browse
 from trialkit.view import charts, pages
+from trialkit.view.report_cache import SuiteCache
 
 DEFAULT_LAST = 30
 MAX_LAST = 200
@@ -66,7 +67,10 @@ def suite_page(request: Request) -> Response:
             health = None
         return points, history, health
 
-    points, history, health = pages.read(request, load)
+    kept: SuiteCache = request.app.state.suites
+    points, history, health = pages.read(
+        request, lambda store: kept.get(store, suite_id, f"trend:{last}", load)
+    )
     by_task = {t.id: t for t in health.tasks} if health else {}
     start = (number - 1) * STRIPS_PER_PAGE
     shown = history.tasks[start : start + STRIPS_PER_PAGE]
