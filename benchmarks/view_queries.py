@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,6 +29,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from store import WORDS  # the words of benchmarks/store.py's realistic trials
 from trialkit.outcome import Outcome
 from trialkit.report import RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Score, Verdict
@@ -42,39 +46,6 @@ SMALL_TASKS, SMALL_TRIALS = 20, 3
 BATCH = 256
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 TARGET_S = 0.3
-WORDS = [
-    "river",
-    "city",
-    "capital",
-    "population",
-    "museum",
-    "bridge",
-    "founded",
-    "century",
-    "trade",
-    "harbour",
-    "railway",
-    "university",
-    "cathedral",
-    "market",
-    "province",
-    "border",
-    "mountain",
-    "valley",
-    "festival",
-    "library",
-    "council",
-    "treaty",
-    "dynasty",
-    "empire",
-    "republic",
-    "census",
-    "climate",
-    "export",
-    "industry",
-    "coast",
-    "island",
-]
 TOOLS = ["search", "read_file", "calculator", "browser"]
 MODELS = ["openai/gpt-4o-mini", "openai/gpt-4o", "anthropic/claude-3-5-haiku"]
 
