@@ -5,8 +5,10 @@ The JSON form of `Report` is a documented, versioned format (see docs/file-forma
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -458,8 +460,8 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
         pending=totals.pending,
         pass_rate=metrics.rate(passed, decided),
         pass_rate_ci=metrics.wilson_interval(passed, decided),
-        pass_at_k=_PassCurves().table([(decided, passed)], at=True),
-        pass_hat_k=_PassCurves().table([(decided, passed)], at=False),
+        pass_at_k=_task_curve(decided, passed, at=True),
+        pass_hat_k=_task_curve(decided, passed, at=False),
         flaky=0 < passed < decided,
         mean_score=totals.measures.mean_score,
         latency_p50_s=totals.measures.latency_p50_s,
@@ -486,6 +488,16 @@ def reported_ks(n: int) -> list[int]:
     return [*ks, n] if n > DENSE_KS else ks
 
 
+def _task_curve(decided: int, passed: int, *, at: bool) -> dict[str, float]:
+    """One task's pass@k (or pass^k) table; tasks of a big run share a few (n, c) pairs."""
+    return dict(_cached_task_curve(decided, passed, at))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_task_curve(decided: int, passed: int, at: bool) -> dict[str, float]:
+    return _PassCurves().table([(decided, passed)], at=at)
+
+
 class _PassCurves:
     """`metrics.mean_pass_at_k` and `mean_pass_hat_k`, to the same floats, fast for thousands of
     trials: int / int is correctly rounded, as float(Fraction) is, without a gcd of huge ints."""
@@ -495,11 +507,13 @@ class _PassCurves:
 
     def table(self, counts: Sequence[tuple[int, int]], *, at: bool) -> dict[str, float]:
         """{k: mean over tasks}, for the ks `reported_ks` gives the task with fewest trials."""
-        decided = [(n, c) for n, c in counts if n > 0]
+        decided = Counter((n, c) for n, c in counts if n > 0)
         if not decided:
             return {}
+        tasks = decided.total()
         return {
-            str(k): math.fsum(self._value(n, c, k, at) for n, c in decided) / len(decided)
+            str(k): _exact_sum((self._value(n, c, k, at), m) for (n, c), m in decided.items())
+            / tasks
             for k in reported_ks(min(n for n, _ in decided))
         }
 
@@ -510,6 +524,20 @@ class _PassCurves:
             part = total - math.comb(n - c, k) if at else math.comb(c, k)
             self._seen[key] = part / total
         return self._seen[key]
+
+
+def _exact_sum(terms: Iterable[tuple[float, int]]) -> float:
+    """The sum of each `value` taken `times` times, correctly rounded (`math.fsum` of them all),
+    from a few distinct values however many tasks share them: each float is an integer over a
+    power of two, and int / int is correctly rounded."""
+    parts: dict[int, int] = {}
+    for value, times in terms:
+        numerator, denominator = value.as_integer_ratio()
+        parts[denominator] = parts.get(denominator, 0) + numerator * times
+    if not parts:
+        return 0.0
+    common = max(parts)  # powers of two: the largest is a multiple of every other
+    return sum(n * (common // d) for d, n in parts.items()) / common
 
 
 def build_summary(

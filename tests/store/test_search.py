@@ -253,7 +253,8 @@ def test_a_store_written_before_the_index_is_backfilled(
         conn.execute(insert(schema.runs), rows.run_row(sample.run, sample.suite))
         old_tasks = Table("run_tasks", MetaData(), autoload_with=conn)  # as of MIGRATIONS[:7]
         conn.execute(insert(old_tasks), rows.task_rows("old-run", sample.plans))
-        conn.execute(insert(schema.trials), [rows.trial_row(t) for t in sample.trials])
+        old_trials = Table("trials", MetaData(), autoload_with=conn)
+        conn.execute(insert(old_trials), [rows.trial_row(t) for t in sample.trials])
         score_rows = [r for t in sample.trials for r in rows.score_rows(t)]
         conn.execute(insert(schema.scores), score_rows)
     engine.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, timedelta
 from typing import Any, cast
 
 import pytest
@@ -164,6 +165,35 @@ def test_the_upgrade_fills_the_token_columns_from_the_json(db_url: str) -> None:
             report = store.load_report(old.run.id, max_results=max_results)
             assert report.model_dump() == expected.model_dump()
         assert report.summary.usage.cache_read_tokens == 100
+
+
+def test_the_upgrade_fills_each_trials_end_from_its_start_and_duration(db_url: str) -> None:
+    old = make_sample("old-run")
+    _write_old_store(db_url, old, list(MIGRATIONS[:9]))  # up to m009: no ended_at yet
+
+    with Store(db_url) as store:
+        with store._engine.connect() as conn:
+            c = trials_table.c
+            ends = dict(
+                ((row.task_id, row.idx), row.ended_at)
+                for row in conn.execute(select(c.task_id, c.idx, c.ended_at))
+            )
+            indexes = {ix["name"] for ix in inspect(conn).get_indexes("trials")}
+        assert ends == {
+            (t.task_id, t.index): (t.started_at + timedelta(seconds=t.duration_s))
+            .astimezone(UTC)
+            .isoformat(timespec="microseconds")
+            for t in old.trials
+        }
+        assert {"ix_trials_task_span", "ix_trials_run_ended"} <= indexes
+        assert "ix_trials_task_duration" not in indexes
+        # The wall span read from the ends is the one the report in memory computes.
+        for max_results in (0, 1):
+            expected = build_report(
+                old.run, old.suite, old.plans, _results(old), max_results=max_results
+            )
+            report = store.load_report(old.run.id, max_results=max_results)
+            assert report.model_dump() == expected.model_dump()
 
 
 def _results(sample: Sample) -> dict[str, list[TrialResult]]:

@@ -12,11 +12,22 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Connection, Select, func, select
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Connection,
+    Select,
+    Text,
+    func,
+    select,
+    type_coerce,
+    union_all,
+)
 
 from trialkit.report import (
     OUTPUT_PREVIEW_CHARS,
@@ -31,11 +42,10 @@ from trialkit.report import (
     build_report,
     build_task_report,
     task_report,
-    wall_span,
 )
 from trialkit.score import Verdict
 from trialkit.store import rows
-from trialkit.store.encoding import SafeText
+from trialkit.store.encoding import SafeText, unescape_nul
 from trialkit.store.labels import pending_counts
 from trialkit.store.schema import TOKEN_COLUMNS, scores, trials
 from trialkit.transcript import Usage
@@ -77,7 +87,10 @@ def load_report(
     *,
     max_results: int,
 ) -> Report:
-    """The report of the run `run` (whose plans are `plans`), read in one transaction."""
+    """The report of the run `run` (whose plans are `plans`), read in one transaction.
+
+    A fixed number of queries whatever the number of tasks (a few per 500 of them): counts,
+    sums and spans come from one pass over covering indexes each, never from the wide rows."""
     totals = _task_totals(conn, run.id)
     planned = {plan.id for plan in plans}
     big = {task for task, counts in totals.items() if counts.trials > max_results} & planned
@@ -93,14 +106,16 @@ def load_report(
     unplanned = set(totals) - planned
     scored = _score_sums(conn, run.id)
     pending = pending_counts(conn, run.id)
+    spans = _spans(conn, run.id, big)
+    listed = _listed(conn, run.id, big, max_results)
     tasks = []
     for plan in plans:
         if plan.id not in big:
             tasks.append(build_task_report(plan, small.get(plan.id, []), max_results=max_results))
             continue
-        task = _big_task_totals(conn, run.id, plan.id, totals[plan.id], scored.get(plan.id))
-        task = replace(task, pending=pending.get(plan.id, 0), **_wall_span(conn, run.id, plan.id))
-        tasks.append(task_report(plan, task, _listed(conn, run.id, plan.id, max_results)))
+        task = _big_task_totals(totals[plan.id], scored.get(plan.id), spans[plan.id])
+        task = replace(task, pending=pending.get(plan.id, 0))
+        tasks.append(task_report(plan, task, listed.get(plan.id, [])))
     n = sum(totals[plan.id].trials for plan in plans if plan.id in totals)
     measures = _run_measures(conn, run.id, n, planned, unplanned, scored)
     return assemble_report(run, suite, tasks, measures)
@@ -127,54 +142,39 @@ class _Counted:
 def _task_totals(conn: Connection, run_id: str) -> dict[str, _Counted]:
     query = (
         select(
-            trials.c.task_id,
+            type_coerce(trials.c.task_id, Text),  # as stored: unescaped below
             trials.c.verdict,
             func.count().label("n"),
-            *(func.coalesce(func.sum(trials.c[name]), 0).label(name) for name in TOKEN_COLUMNS),
             func.count(trials.c.cost_usd).label("costs_known"),
             func.count(trials.c.grader_cost_usd).label("grader_costs_known"),
+            *(func.coalesce(func.sum(trials.c[name]), 0).label(name) for name in TOKEN_COLUMNS),
         )
         .where(trials.c.run_id == run_id)
         .group_by(trials.c.task_id, trials.c.verdict)
     )
     found: dict[str, _Counted] = {}
-    for row in conn.execute(query):
-        counted = found.setdefault(row.task_id, _Counted())
-        with rows.decoding(f"run {run_id!r}, task {row.task_id!r}", "verdict"):
-            counted.verdicts[Verdict(row.verdict)] += row.n
-        for name in TOKEN_COLUMNS:
-            counted.sums[name] += int(row._mapping[name])
-        counted.costs_known += row.costs_known
-        counted.grader_costs_known += row.grader_costs_known
-    return found
+    for batch in _driver_batches(conn, query, _SPAN_BATCH):
+        for stored, verdict, n, costs_known, grader_costs_known, *sums in batch:
+            counted = found.get(stored)
+            if counted is None:
+                counted = found[stored] = _Counted()
+            known = _VERDICTS.get(verdict)
+            if known is None:
+                with rows.decoding(f"run {run_id!r}, task {unescape_nul(stored)!r}", "verdict"):
+                    known = Verdict(verdict)
+            counted.verdicts[known] += n
+            for name, value in zip(TOKEN_COLUMNS, sums, strict=True):
+                counted.sums[name] += int(value)
+            counted.costs_known += costs_known
+            counted.grader_costs_known += grader_costs_known
+    return {unescape_nul(stored): counted for stored, counted in found.items()}
 
 
-def _big_task_totals(
-    conn: Connection,
-    run_id: str,
-    task_id: str,
-    counted: _Counted,
-    scored: tuple[int, int] | None,
-) -> TaskTotals:
-    n = counted.trials
-    cost: float | None = None
-    grader_cost: float | None = None
-    known = {
-        trials.c.cost_usd: counted.costs_known,
-        trials.c.grader_cost_usd: counted.grader_costs_known,
-    }
-    wanted = [column for column, count in known.items() if count == n]
-    if wanted:  # every value, for `math.fsum`: SQL's SUM of floats depends on row order
-        result = conn.execute(select(*wanted).where(*_task(run_id, task_id)))
-        rows = result.cursor.fetchall()  # the driver's tuples: Rows would cost a third more
-        result.close()
-        sums = {
-            c.name: math.fsum(values)
-            for c, values in zip(wanted, zip(*rows, strict=True), strict=True)
-        }
-        cost, grader_cost = sums.get("cost_usd"), sums.get("grader_cost_usd")
+_VERDICTS = {v.value: v for v in Verdict}
+
+
+def _big_task_totals(counted: _Counted, scored: tuple[int, int] | None, span: _Span) -> TaskTotals:
     exact, count = scored or (0, 0)
-    where = _task(run_id, task_id)
     verdicts = counted.verdicts
     return TaskTotals(
         passed=verdicts[Verdict.PASS],
@@ -183,15 +183,114 @@ def _big_task_totals(
         unknown=verdicts[Verdict.UNKNOWN],
         usage=counted.usage(""),
         grader_usage=counted.usage("grader_"),
-        cost_usd=cost,
-        grader_cost_usd=grader_cost,
+        cost_usd=span.cost_usd,
+        grader_cost_usd=span.grader_cost_usd,
+        first_start=span.first_start,
+        last_end=span.last_end,
         measures=Measures(
             score_sum=exact / _EXACT_SCALE,
             score_count=count,
-            latency_p50_s=_percentile(conn, where, n, 50),
-            latency_p95_s=_percentile(conn, where, n, 95),
+            latency_p50_s=span.percentile(50),
+            latency_p95_s=span.percentile(95),
         ),
     )
+
+
+class _Span:
+    """A task's figures from its trials in duration order: percentiles, exact costs
+    (`math.fsum`, `None` unless every trial's is known) and, given apart, its wall span."""
+
+    def __init__(self, held: list[tuple[Any, ...]]) -> None:
+        durations, costs, grader_costs = zip(*held, strict=True)
+        self.durations: Sequence[float] = durations
+        self.cost_usd = None if None in costs else math.fsum(costs)
+        self.grader_cost_usd = None if None in grader_costs else math.fsum(grader_costs)
+        self.first_start: datetime | None = None
+        self.last_end: datetime | None = None
+
+    def percentile(self, q: float) -> float | None:
+        """`metrics.percentile` of the durations (which are in order)."""
+        values = self.durations
+        position = (len(values) - 1) * q / 100
+        low = math.floor(position)
+        high = min(low + 1, len(values) - 1)
+        return values[low] + (values[high] - values[low]) * (position - low)
+
+
+_SPAN_BATCH = 10_000
+
+
+def _spans(conn: Connection, run_id: str, tasks: set[str]) -> dict[str, _Span]:
+    """The `_Span` of each of `tasks`, from `ix_trials_task_span`: the durations and costs in
+    one streamed pass (only one task's are held at a time), the first start and last end
+    added up by the database."""
+    stored_task = type_coerce(trials.c.task_id, Text)  # as stored: unescaped once per task
+    c = trials.c
+    query = (
+        select(stored_task, c.duration_s, c.cost_usd, c.grader_cost_usd)
+        .where(c.run_id == run_id)
+        .order_by(c.task_id, c.duration_s)
+    )
+    found: dict[str, _Span] = {}
+    stored: str | None = None
+    held: list[tuple[Any, ...]] = []
+
+    def keep() -> None:
+        task = unescape_nul(stored or "")
+        if task in tasks:
+            found[task] = _Span(held)
+
+    for batch in _driver_batches(conn, query, _SPAN_BATCH):
+        for row in batch:
+            if row[0] != stored:
+                if stored is not None:
+                    keep()
+                stored, held = row[0], []
+            held.append(row[1:])
+    if stored is not None:
+        keep()
+    # Stored in one format (UTC, microseconds), so the text sorts as the times do. An end is
+    # unknown only for a duration no datetime can hold: the span is then unknown.
+    ends = (
+        select(c.task_id, func.min(c.started_at), func.max(c.ended_at), func.count(c.ended_at))
+        .where(c.run_id == run_id)
+        .group_by(c.task_id)
+    )
+    for task_id, first, last, known in conn.execute(ends):
+        span = found.get(task_id)
+        if span is None or known < len(span.durations):
+            continue
+        what = f"run {run_id!r}, task {task_id!r}"
+        span.first_start = rows.decode_column(what, _Ends(first, last), "started_at", _time)
+        span.last_end = rows.decode_column(what, _Ends(first, last), "ended_at", _time)
+    return found
+
+
+class _Ends(NamedTuple):
+    started_at: str
+    ended_at: str
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def _driver_batches(
+    conn: Connection, query: Select[Any], size: int
+) -> Iterator[Sequence[tuple[Any, ...]]]:
+    """The rows of `query` in batches of `size`, as little decoded as can be: the driver's own
+    tuples on SQLite (a Row costs a third more), a server-side cursor's rows on PostgreSQL
+    (SQLAlchemy reads one row ahead from those, so their cursor is not read directly)."""
+    if conn.dialect.name == "sqlite":
+        result = conn.execute(query)
+        try:
+            yield from iter(lambda: result.cursor.fetchmany(size), [])
+        finally:
+            result.close()
+        return
+    with conn.execute(query, execution_options={"yield_per": size}) as streamed:
+        for part in streamed.partitions():
+            yield [tuple(row) for row in part]
 
 
 def _run_measures(
@@ -221,22 +320,34 @@ def _score_sums(conn: Connection, run_id: str) -> dict[str, tuple[int, int]]:
 
     Grouped by value, so that the usual scores (0, 1, a judge's tenths) come back as a few
     rows per task however many trials it has."""
+    stored_task = type_coerce(scores.c.task_id, Text)  # as stored: unescaped below
     query = (
-        select(scores.c.task_id, scores.c.value, func.count().label("n"))
+        select(stored_task, scores.c.value, func.count().label("n"))
         .where(scores.c.run_id == run_id, scores.c.value.is_not(None))
         .group_by(scores.c.task_id, scores.c.value)
     )
-    found: dict[str, tuple[int, int]] = {}
-    for row in conn.execute(query):
-        exact, count = found.get(row.task_id, (0, 0))
-        with rows.decoding(f"run {run_id!r}, task {row.task_id!r}, a score", "value"):
-            found[row.task_id] = (exact + _scaled(row.value) * row.n, count + row.n)
-    return found
+    # Summed exactly as numerator / denominator (a power of two) per denominator: a few
+    # denominators per task, and small integers until the end.
+    parts: dict[str, dict[int, int]] = {}
+    counts: dict[str, int] = {}
+    rows_of = (row for batch in _driver_batches(conn, query, _SPAN_BATCH) for row in batch)
+    for task_id, value, n in rows_of:
+        try:
+            numerator, denominator = value.as_integer_ratio()
+        except Exception:  # not a number: said as any column that cannot be read
+            with rows.decoding(f"run {run_id!r}, task {task_id!r}, a score", "value"):
+                raise
 
-
-def _scaled(value: float) -> int:
-    numerator, denominator = value.as_integer_ratio()
-    return numerator * (_EXACT_SCALE // denominator)
+        by_denominator = parts.setdefault(task_id, {})
+        by_denominator[denominator] = by_denominator.get(denominator, 0) + numerator * n
+        counts[task_id] = counts.get(task_id, 0) + n
+    return {
+        unescape_nul(task): (
+            sum(m * (_EXACT_SCALE // d) for d, m in by_denominator.items()),
+            counts[task],
+        )
+        for task, by_denominator in parts.items()
+    }
 
 
 def _percentile(
@@ -260,35 +371,47 @@ def _percentile(
     return values[0] + (values[-1] - values[0]) * (position - low)
 
 
-def _listed(conn: Connection, run_id: str, task_id: str, max_results: int) -> list[TrialResult]:
-    """The first `max_results` non-passing trials of a task, by trial number."""
-    # Their numbers first, from the covering index (with ORDER BY … LIMIT, SQLite would walk
-    # the primary key instead, reading every wide row until it found enough).
-    not_passed = select(trials.c.idx).where(
-        *_task(run_id, task_id), trials.c.verdict.in_(_NOT_PASSED)
+_TASKS_PER_UNION = 200
+"""Tasks per query when reading listed trials: a UNION ALL of one indexed seek per task
+(SQLite allows 500 terms; its planner does not seek for a row-value IN list)."""
+
+
+def _listed(
+    conn: Connection, run_id: str, tasks: set[str], max_results: int
+) -> dict[str, list[TrialResult]]:
+    """Per task of `tasks`: its first `max_results` non-passing trials, by trial number."""
+    if max_results <= 0:
+        return {}
+    # Their numbers first, from the covering index, for the whole run at once.
+    not_passed = select(trials.c.task_id, trials.c.idx).where(
+        trials.c.run_id == run_id, trials.c.verdict.in_(_NOT_PASSED)
     )
-    keys = heapq.nsmallest(max_results, conn.scalars(not_passed))
-    if not keys:
-        return []
-    query = _result_columns().where(*_task(run_id, task_id), trials.c.idx.in_(keys))
-    return sorted(_results(conn, query, run_id).get(task_id, []), key=lambda r: r.trial)
+    numbers: dict[str, list[int]] = {}
+    for task_id, idx in conn.execute(not_passed):
+        if task_id in tasks:
+            numbers.setdefault(task_id, []).append(idx)
+    wanted = [(task, heapq.nsmallest(max_results, keys)) for task, keys in numbers.items()]
+    found: dict[str, list[TrialResult]] = {}
+    columns = _result_columns()
+    for start in range(0, len(wanted), _TASKS_PER_UNION):
+        chunk = wanted[start : start + _TASKS_PER_UNION]
+        query = union_all(
+            *(
+                columns.where(
+                    trials.c.run_id == run_id, trials.c.task_id == task, trials.c.idx.in_(keys)
+                )
+                for task, keys in chunk
+            )
+        )
+        found |= _results(conn, query, run_id)
+    for results in found.values():
+        results.sort(key=lambda r: r.trial)
+    return found
 
 
-def _wall_span(conn: Connection, run_id: str, task_id: str) -> dict[str, Any]:
-    """`first_start` and `last_end` of a task's trials, from the two narrow columns."""
-    query = select(trials.c.started_at, trials.c.duration_s).where(*_task(run_id, task_id))
-    what = f"run {run_id!r}, task {task_id!r}"
-    return wall_span(
-        (rows.decode_column(what, row, "started_at", rows.load_datetime), row.duration_s)
-        for row in conn.execute(query)
-    )
-
-
-def _task(run_id: str, task_id: str) -> list[ColumnElement[bool]]:
-    return [trials.c.run_id == run_id, trials.c.task_id == task_id]
-
-
-def _results(conn: Connection, query: Select[Any], run_id: str) -> dict[str, list[TrialResult]]:
+def _results(
+    conn: Connection, query: Select[Any] | CompoundSelect[Any], run_id: str
+) -> dict[str, list[TrialResult]]:
     found: dict[str, list[TrialResult]] = {}
     for row in conn.execute(query):
         found.setdefault(row.task_id, []).append(rows.trial_result(row, run_id))

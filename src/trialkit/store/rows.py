@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
@@ -229,6 +229,7 @@ def trial_row(trial: Trial) -> dict[str, Any]:
         "error": None if trial.error is None else redact_json(trial.error.model_dump_json()),
         "duration_s": trial.duration_s,
         "started_at": dump_datetime(trial.started_at, f"the started_at of trial {trial.label}"),
+        "ended_at": _ended_at(trial),
         "input_tokens": trial.usage.input_tokens,
         "output_tokens": trial.usage.output_tokens,
         "cost_usd": trial.cost_usd,
@@ -242,6 +243,15 @@ def trial_row(trial: Trial) -> dict[str, Any]:
         "transcript_packed": transcript_packed,
         "outcome_packed": outcome_packed,
     }
+
+
+def _ended_at(trial: Trial) -> str | None:
+    """The trial's start plus its duration (what `m010_trial_ends` fills in for older rows)."""
+    try:
+        end = trial.started_at + timedelta(seconds=trial.duration_s)
+    except (ValueError, OverflowError):  # a duration no datetime can hold
+        return None
+    return end.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def token_columns(usage: Usage, grader_usage: Usage) -> dict[str, int]:
@@ -337,8 +347,11 @@ def trial(row: StoredRow) -> Trial:
 
 def trial_result(row: StoredRow, run_id: str | None = None) -> TrialResult:
     """A report's view of a trial; `row.output` may hold only the start of the output."""
+    try:  # every column at once; only a row that cannot be read is decoded column by column
+        return _trial_result(row, _fields(row))
+    except CORRUPTION_ERRORS:
+        pass
     what = trial_label(row, run_id)
-    output = preview_output(row.output)
     fields: dict[str, Any] = {
         "verdict": decode_column(what, row, "verdict", Verdict),
         "status": decode_column(what, row, "status", TrialStatus),
@@ -350,15 +363,36 @@ def trial_result(row: StoredRow, run_id: str | None = None) -> TrialResult:
     if "started_at" in row._mapping:
         fields["started_at"] = decode_column(what, row, "started_at", load_datetime)
     with decoding(what):
-        return TrialResult(
-            trial=row.idx,
-            output=output,
-            failed=row.failed,
-            duration_s=row.duration_s,
-            cost_usd=row.cost_usd,
-            grader_cost_usd=row.grader_cost_usd,
-            **fields,
-        )
+        return _trial_result(row, fields)
+
+
+def _fields(row: StoredRow) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "verdict": _VERDICTS.get(row.verdict) or Verdict(row.verdict),
+        "status": TrialStatus(row.status),
+        "scores": _SCORES.validate_json(row.scores),
+        "error": _error(row.error),
+        "usage": Usage.model_validate_json(row.usage),
+        "grader_usage": load_grader_usage(row.grader_usage),
+    }
+    if "started_at" in row._mapping:
+        fields["started_at"] = load_datetime(row.started_at)
+    return fields
+
+
+_VERDICTS = {v.value: v for v in Verdict}
+
+
+def _trial_result(row: StoredRow, fields: dict[str, Any]) -> TrialResult:
+    return TrialResult(
+        trial=row.idx,
+        output=preview_output(row.output),
+        failed=row.failed,
+        duration_s=row.duration_s,
+        cost_usd=row.cost_usd,
+        grader_cost_usd=row.grader_cost_usd,
+        **fields,
+    )
 
 
 def _error(value: str | None) -> ErrorInfo | None:

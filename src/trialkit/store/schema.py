@@ -51,6 +51,9 @@ TOKEN_COLUMNS = (
 REPORT_COLUMNS = (*TOKEN_COLUMNS, "cost_usd", "grader_cost_usd")
 """What reports add up, besides the verdicts: in the covering index `ix_trials_report`."""
 
+SPAN_COLUMNS = ("duration_s", "started_at", "ended_at", "cost_usd", "grader_cost_usd")
+"""What reports read per trial of a big task, in the order of `ix_trials_task_span`."""
+
 metadata = MetaData()
 
 migrations = Table(
@@ -129,8 +132,12 @@ trials = Table(
     ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
     # m005_report_indexes: what reports and `trialkit runs` read, without the wide rows.
     Index("ix_trials_report", "run_id", "task_id", "verdict", "idx", *REPORT_COLUMNS),
-    Index("ix_trials_task_duration", "run_id", "task_id", "duration_s"),
     Index("ix_trials_run_duration", "run_id", "duration_s"),
+    # m010_trial_ends (filled in for rows written before it; NULL only for a duration that
+    # cannot be added to the start): the span of each task from one index, and the finish order.
+    Column("ended_at", String(32)),
+    Index("ix_trials_task_span", "run_id", "task_id", *SPAN_COLUMNS),
+    Index("ix_trials_run_ended", "run_id", "ended_at", "task_id", "idx"),
 )
 
 scores = Table(
