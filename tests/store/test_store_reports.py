@@ -29,6 +29,7 @@ from trialkit.report import (
 )
 from trialkit.score import Score, Verdict
 from trialkit.store import Store
+from trialkit.store.trial_pages import ListedTrial, listed_trials
 from trialkit.task import SuiteKind
 from trialkit.transcript import Usage
 from trialkit.trial import Trial, TrialStatus
@@ -251,3 +252,19 @@ def test_the_report_queries_read_indexes_not_the_wide_rows(sqlite_db_url: str) -
     assert any("COVERING INDEX ix_trials_task_span" in plan for plan in plans.values())
     scored = [plan for s, plan in plans.items() if "GROUP BY scores.task_id" in s]
     assert all("COVERING INDEX ix_scores_run_task_value" in plan for plan in scored)
+
+
+@pytest.mark.parametrize("most", [0, 2, 5, MAX_RESULTS_PER_TASK])
+def test_the_trials_listed_for_a_page_of_tasks_are_those_the_report_lists(
+    store: Store, most: int
+) -> None:
+    sample = _varied_run(seed=most + 7)
+    _save(store, sample)
+    report = store.load_report(sample.run.id, max_results=most)
+    page = {task.id: task.trials for task in report.tasks[1:]}  # a page: not every task
+
+    listed = listed_trials(store, sample.run.id, page, most=most)
+
+    assert set(listed) == set(page)
+    for task in report.tasks[1:]:
+        assert listed[task.id] == [ListedTrial(r.trial, r.verdict) for r in task.results]

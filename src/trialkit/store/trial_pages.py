@@ -7,10 +7,12 @@ tasks the page falls in, and only those tasks' trials are listed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from sqlalchemy import func, select
 
+from trialkit.report import MAX_RESULTS_PER_TASK
 from trialkit.score import Verdict
 from trialkit.store.queries import TrialListing, _read, list_trials
 from trialkit.store.schema import run_tasks, trials
@@ -69,3 +71,36 @@ def trials_page(
         listed.lines[i] for task_id, low, high in wanted for i in by_task.get(task_id, [])[low:high]
     ]
     return TrialListing(lines=lines, total=total)
+
+
+class ListedTrial(NamedTuple):
+    """A trial a task's row links to: its number and verdict."""
+
+    trial: int
+    verdict: Verdict
+
+
+def listed_trials(
+    store: Store, run_id: str, tasks: Mapping[str, int], *, most: int = MAX_RESULTS_PER_TASK
+) -> dict[str, list[ListedTrial]]:
+    """The trials a report lists for each of `tasks` (task id: its trial count), as
+    `report.listed_results` picks them: all of a task's trials when it has at most `most`,
+    else its first `most` non-passing ones; by trial number. Read from the covering index,
+    for the tasks of one page only."""
+    small = [task for task, n in tasks.items() if n <= most]
+    big = [task for task, n in tasks.items() if n > most]
+    c = trials.c
+    queries = []
+    if small:
+        queries.append(select(c.task_id, c.idx, c.verdict).where(c.task_id.in_(small)))
+    if big:
+        not_passed = [v.value for v in Verdict if v is not Verdict.PASS]
+        queries.append(
+            select(c.task_id, c.idx, c.verdict).where(c.task_id.in_(big), c.verdict.in_(not_passed))
+        )
+    found: dict[str, list[ListedTrial]] = {task: [] for task in tasks}
+    with _read(store, f"list the trials of run {run_id!r}") as conn:
+        for query in queries:
+            for task_id, idx, verdict in conn.execute(query.where(c.run_id == run_id)):
+                found[task_id].append(ListedTrial(idx, Verdict(verdict)))
+    return {task: sorted(listed)[:most] for task, listed in found.items()}

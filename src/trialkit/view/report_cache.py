@@ -1,13 +1,14 @@
 """Reports of runs (and figures of suites) kept between the viewer's requests, while the runs
 stay as they were.
 
-A run's report is computed by the database (`Store.load_report`), in seconds on a run of
-100,000 trials; a run that has finished changes only when trials are resumed or retried, or
-labels are given. Its version is read first, cheaply (the run's status and end, its trial
-count, its labels' count and latest time, from indexes): a cached report of the same version
-is served as is, any other is computed again. A running run is never cached. A suite's
-figures over its runs (its trend page) are kept the same way, under the version of all its
-runs together.
+A run's report is computed by the database (`Store.load_report`) without the trials a report
+lists per task (the run page reads those for its own tasks, `trial_pages.listed_trials`): a
+few hundred milliseconds on a run of 100,000 trials. A run that has finished changes only
+when trials are resumed or retried, or labels are given. Its version is read first, cheaply
+(the run's status and end, its trial count, its labels' count and latest time, from
+indexes): a cached report of the same version is served as is, any other is computed again.
+A running run is never cached. A suite's figures over its runs (its trend page) are kept the
+same way, under the version of all its runs together.
 """
 
 from __future__ import annotations
@@ -38,14 +39,15 @@ class ReportCache:
         self._lock = threading.Lock()
 
     def report(self, store: Store, run_id: str) -> Report:
-        """The report of stored run `run_id`, computed again only when the run changed."""
+        """The report of stored run `run_id` (its tasks list no trials), computed again only
+        when the run changed."""
         version = run_version(store, run_id)
         with self._lock:
             kept = self._kept.get(run_id)
             if kept is not None and kept[0] == version:
                 self._kept.move_to_end(run_id)
                 return kept[1]
-        report = store.load_report(run_id)
+        report = store.load_report(run_id, max_results=0)
         if report.run.status != "running":
             with self._lock:
                 self._kept[run_id] = (version, report)

@@ -11,7 +11,7 @@ from starlette.routing import BaseRoute, Route
 
 from trialkit.report import Report
 from trialkit.reports import _format as f
-from trialkit.store import Store, browse
+from trialkit.store import Store, browse, trial_pages
 from trialkit.store.browse import RunSort
 from trialkit.view import pages
 from trialkit.view.report_cache import ReportCache
@@ -145,12 +145,15 @@ def run_page(request: Request) -> Response:
     number = pages.page_number(request)
     cache: ReportCache = request.app.state.reports
 
-    def load(store: Store) -> tuple[str, Report]:
-        run_id = store.resolve_run(ref)
-        return run_id, cache.report(store, run_id)
-
-    run_id, report = pages.read(request, load)
     first = (number - 1) * TASKS_PER_PAGE
+
+    def load(store: Store) -> tuple[str, Report, dict[str, list[trial_pages.ListedTrial]]]:
+        run_id = store.resolve_run(ref)
+        report = cache.report(store, run_id)
+        shown = {t.id: t.trials for t in report.tasks[first : first + TASKS_PER_PAGE]}
+        return run_id, report, trial_pages.listed_trials(store, run_id, shown)
+
+    run_id, report, listed = pages.read(request, load)
     shown = report.tasks[first : first + TASKS_PER_PAGE]
     ks = sorted({k for task in report.tasks for k in task.pass_at_k}, key=int)
     return pages.render(
@@ -168,6 +171,7 @@ def run_page(request: Request) -> Response:
         figures=f.summary_rows(report),
         ks=[k for k in ks if k in set(f.shown_ks(dict.fromkeys(ks, 0.0)))],
         tasks=shown,
+        listed=listed,
         paging=pages.Paging(number, TASKS_PER_PAGE, len(report.tasks), len(shown)),
         refresh=pages.REFRESH_S if report.run.status == "running" else None,
     )
