@@ -455,6 +455,24 @@ def m010_trial_ends(conn: Connection) -> None:
     conn.execute(CreateIndex(Index("ix_trials_run_ended", c.run_id, c.ended_at, c.task_id, c.idx)))
 
 
+def m011_kept_reports(conn: Connection) -> None:
+    """`run_reports`: a finished run's report, kept beside it under the version of the run it
+    was made from, so a big run's report is read, not computed, until the run changes. Runs
+    stored before have none: theirs is computed when asked for."""
+    md = MetaData()
+    Table("runs", md, Column("id", String, primary_key=True))
+    table = Table(
+        "run_reports",
+        md,
+        Column("run_id", String, primary_key=True),
+        Column("version", Text, nullable=False),
+        Column("report", Text, nullable=False),
+        Column("report_packed", LargeBinary),
+        ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
+    )
+    table.create(conn)
+
+
 def trial_end(started_at: str, duration_s: float) -> str | None:
     """The stored end of a trial that started at `started_at` (stored text) and took
     `duration_s`; `None` when the two cannot be added (a duration out of range)."""
@@ -487,6 +505,7 @@ MIGRATIONS: Sequence[Migration] = (
     m008_search,
     m009_task_reference,
     m010_trial_ends,
+    m011_kept_reports,
 )
 """Every migration, in the order they apply. Append only."""
 

@@ -182,6 +182,18 @@ labels = Table(
     ),
 )
 
+# m011_kept_reports: a finished run's report (without listed trials), under the version of the
+# run it was made from (`kept_reports.run_version`); packed like transcripts when large.
+run_reports = Table(
+    "run_reports",
+    metadata,
+    Column("run_id", SafeText, primary_key=True),
+    Column("version", Text, nullable=False),
+    Column("report", Text, nullable=False),
+    Column("report_packed", LargeBinary),
+    ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
+)
+
 search_docs = Table(
     "search_docs",
     metadata,

@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from trialkit._record import Record
 from trialkit.report import MAX_RESULTS_PER_TASK, Report, RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Verdict
-from trialkit.store import aggregates, rows, schema, search_index
+from trialkit.store import aggregates, kept_reports, rows, schema, search_index
 from trialkit.store import labels as store_labels
 from trialkit.store.encoding import SafeText
 from trialkit.store.engine import WRITE_OPTION, create_store_engine
@@ -184,6 +184,9 @@ class Store:
                     conn.execute(_PG_LOCK, {"key": _lock_key(target)})
             for label, target in targets:
                 store_labels.apply_label(conn, label, run_id=target)
+            for target in chosen:  # a kept report is kept up to date
+                if kept_reports.is_kept(conn, target):
+                    self._keep_report(conn, target)
         return len(targets)
 
     def labels(self, run_id: str) -> list[Label]:
@@ -201,11 +204,13 @@ class Store:
             return store_labels.read_pending(conn, run_id, grader)
 
     def finish_run(self, run: RunInfo) -> None:
-        """Record a run's end: its status, `finished_at` and config."""
+        """Record a run's end: its status, `finished_at` and config; a run that ended has its
+        report kept (`kept_reports`)."""
         with self._write(f"finish run {run.id!r}") as conn:
             result = conn.execute(update(runs).where(runs.c.id == run.id), rows.run_update(run))
             if result.rowcount == 0:
                 raise RunNotFound(f"no run with id {run.id!r} in the store {self.url}")
+            self._keep_report(conn, run.id)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -292,19 +297,36 @@ class Store:
         """The report of a run, as `build_report` makes it from the run's results, but computed
         by the database: a task of more than `max_results` trials is counted and summed in
         SQL, and only the non-passing trials its report lists are read. Transcripts never are.
+        With `max_results=0` (the figures, no trials listed), a finished run's report kept in
+        the store is read instead while the run is as it was (see `kept_reports`).
         """
         with self._read(f"load the report of run {run_id!r}") as conn:
-            run_row = self._run_row(conn, run_id)
-            plans = [
-                rows.task_plan(row)
-                for row in conn.execute(
-                    select(run_tasks)
-                    .where(run_tasks.c.run_id == run_id)
-                    .order_by(run_tasks.c.position)
-                )
-            ]
-            run, suite = rows.run_info(run_row), rows.suite_info(run_row)
-            return aggregates.load_report(conn, run, suite, plans, max_results=max_results)
+            if max_results == 0:
+                version = kept_reports.run_version(conn, run_id)
+                kept = None if version is None else kept_reports.read_kept(conn, run_id, version)
+                if kept is not None:
+                    return kept
+            return self._computed_report(conn, run_id, max_results)
+
+    def _computed_report(self, conn: Connection, run_id: str, max_results: int) -> Report:
+        run_row = self._run_row(conn, run_id)
+        plans = [
+            rows.task_plan(row)
+            for row in conn.execute(
+                select(run_tasks).where(run_tasks.c.run_id == run_id).order_by(run_tasks.c.position)
+            )
+        ]
+        run, suite = rows.run_info(run_row), rows.suite_info(run_row)
+        return aggregates.load_report(conn, run, suite, plans, max_results=max_results)
+
+    def _keep_report(self, conn: Connection, run_id: str) -> None:
+        """Keep the report of `run_id` as it is now, unless the run is still running."""
+        version = kept_reports.run_version(conn, run_id)
+        if version is None:
+            return
+        report = self._computed_report(conn, run_id, 0)
+        if report.run.status != "running":
+            kept_reports.keep(conn, run_id, version, report)
 
     def load_trial(self, run_id: str, task_id: str, index: int) -> Trial:
         """One trial in full, transcript and outcome included."""

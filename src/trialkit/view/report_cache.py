@@ -1,10 +1,11 @@
 """Reports of runs (and figures of suites) kept between the viewer's requests, while the runs
 stay as they were.
 
-A run's report is computed by the database (`Store.load_report`) without the trials a report
-lists per task (the run page reads those for its own tasks, `trial_pages.listed_trials`): a
-few hundred milliseconds on a run of 100,000 trials. A run that has finished changes only
-when trials are resumed or retried, or labels are given. Its version is read first, cheaply
+A run's report is the one `Store.load_report` keeps for a finished run, or computes from the
+store's aggregates (a few hundred milliseconds on a run of 100,000 trials), without the trials
+a report lists per task (the run page reads those for its own tasks,
+`trial_pages.listed_trials`). A run that has finished changes only when trials are resumed
+or retried, or labels are given. Its version is read first, cheaply
 (the run's status and end, its trial count, its labels' count and latest time, from
 indexes): a cached report of the same version is served as is, any other is computed again.
 A running run is never cached. A suite's figures over its runs (its trend page) are kept the
@@ -21,7 +22,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from trialkit.report import Report
-from trialkit.store import Store
+from trialkit.store import Store, kept_reports
 from trialkit.store.schema import labels, runs, trials
 
 KEPT = 8
@@ -58,16 +59,10 @@ class ReportCache:
 
 
 def run_version(store: Store, run_id: str) -> Version:
-    """What changes when the report of `run_id` would: status, end, trials and labels."""
+    """What changes when the report of `run_id` would: status, end, trials and labels (and
+    the report code's version), as `kept_reports` reads it."""
     with store._read(f"read run {run_id!r}") as conn:
-        run = conn.execute(
-            select(runs.c.status, runs.c.finished_at).where(runs.c.id == run_id)
-        ).one_or_none()
-        count = conn.scalar(select(func.count()).where(trials.c.run_id == run_id))
-        labelled = conn.execute(
-            select(func.count(), func.max(labels.c.labeled_at)).where(labels.c.run_id == run_id)
-        ).one()
-    return (None if run is None else tuple(run), count, tuple(labelled))
+        return (kept_reports.run_version(conn, run_id),)
 
 
 class SuiteCache:

@@ -1,0 +1,122 @@
+"""A finished run's report is kept in the store, and served only while the run is as it was."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+
+from trialkit.labels import Label
+from trialkit.report import Report
+from trialkit.score import Verdict
+from trialkit.store import Store, aggregates, kept_reports
+from trialkit.store.schema import run_reports
+
+from ._samples import Sample, make_trial
+
+
+def _finish(store: Store, sample: Sample) -> None:
+    store.create_run(sample.run, sample.suite, sample.plans)
+    store.save_trials(sample.trials)
+    store.finish_run(_finished(sample))
+
+
+def _finished(sample: Sample) -> Any:
+    return sample.run.model_copy(
+        update={"status": "completed", "finished_at": sample.run.started_at + timedelta(1)}
+    )
+
+
+def _computed(store: Store, run_id: str) -> Report:
+    """The report as the aggregates give it now, the kept one left aside."""
+    with store._read("test") as conn:
+        return store._computed_report(conn, run_id, 0)
+
+
+def _not_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the report was computed, not read")
+
+    monkeypatch.setattr(aggregates, "load_report", refuse)
+
+
+def test_a_finished_run_s_report_is_kept_and_read_back_as_computed(
+    store: Store, sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _finish(store, sample)
+    computed = _computed(store, sample.run.id)
+    with store._engine.connect() as conn:
+        assert conn.execute(select(run_reports.c.run_id)).scalars().all() == [sample.run.id]
+
+    _not_computed(monkeypatch)
+    kept = store.load_report(sample.run.id, max_results=0)
+
+    assert kept.model_dump() == computed.model_dump()
+    assert kept.summary.trials == len(sample.trials)
+
+
+def test_a_running_run_keeps_no_report(store: Store, sample: Sample) -> None:
+    store.create_run(sample.run, sample.suite, sample.plans)
+    store.save_trials(sample.trials)
+    store.finish_run(sample.run)  # still "running": a checkpoint, not an end
+
+    with store._engine.connect() as conn:
+        assert conn.execute(select(run_reports)).all() == []
+
+
+def test_a_label_keeps_the_kept_report_up_to_date(
+    store: Store, sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _finish(store, sample)
+    before = store.load_report(sample.run.id, max_results=0)
+
+    store.save_label(
+        Label(run_id=sample.run.id, task_id="france", trial=1, grader="contains", verdict="pass")
+    )
+    computed = _computed(store, sample.run.id)
+    _not_computed(monkeypatch)
+    after = store.load_report(sample.run.id, max_results=0)
+
+    assert after.model_dump() == computed.model_dump()
+    assert after.task("france").passed == before.task("france").passed + 1
+
+
+def test_a_run_changed_since_is_computed_again_never_served_stale(
+    store: Store, sample: Sample
+) -> None:
+    _finish(store, sample)
+    kept = store.load_report(sample.run.id, max_results=0)
+
+    # A resume: the run runs again and stores another trial.
+    store.finish_run(sample.run)
+    store.save_trials([make_trial(sample.run.id, "france", 9, verdict=Verdict.FAIL)])
+    changed = store.load_report(sample.run.id, max_results=0)
+
+    assert changed.summary.trials == kept.summary.trials + 1
+    assert changed.model_dump() == _computed(store, sample.run.id).model_dump()
+
+
+def test_a_report_kept_by_another_trialkit_version_is_not_served(
+    store: Store, sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _finish(store, sample)
+    with store._engine.begin() as conn:  # as if an older trialkit had kept other figures
+        conn.execute(update(run_reports).values(report='{"not": "a report"}'))
+    monkeypatch.setattr(kept_reports, "__version__", "0.0.0-other")
+
+    report = store.load_report(sample.run.id, max_results=0)
+
+    assert report.model_dump() == _computed(store, sample.run.id).model_dump()
+
+
+def test_a_kept_report_that_cannot_be_read_is_computed_again(store: Store, sample: Sample) -> None:
+    _finish(store, sample)
+    with store._engine.begin() as conn:
+        conn.execute(update(run_reports).values(report="{broken", report_packed=None))
+
+    report = store.load_report(sample.run.id, max_results=0)
+
+    assert report.model_dump() == _computed(store, sample.run.id).model_dump()
+    assert store.load_report(sample.run.id).summary.trials == len(sample.trials)
