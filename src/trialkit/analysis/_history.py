@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, literal_column, select
 
 from trialkit.report import TaskPlan
 from trialkit.score import Verdict
@@ -112,7 +112,8 @@ def run_models(store: Store, configs: dict[str, dict[str, Any]]) -> dict[str, st
 def planned_tasks(store: Store, run_ids: Sequence[str]) -> dict[str, list[TaskPlan]]:
     """The tasks planned for each run, in the suite's order."""
     found: dict[str, list[TaskPlan]] = {run_id: [] for run_id in run_ids}
-    query = select(run_tasks).order_by(run_tasks.c.run_id, run_tasks.c.position)
+    c = run_tasks.c  # not the wide columns (tags, reference, criteria)
+    query = select(c.run_id, c.task_id, c.kind, c.expect).order_by(c.run_id, c.position)
     with _read(store, "list the tasks of runs") as conn:
         for chunk in _chunks(run_ids):
             for row in conn.execute(query.where(run_tasks.c.run_id.in_(chunk))):
@@ -149,7 +150,9 @@ def grader_errors(
             func.count(scores.c.trial_idx.distinct()).label("n"),
             example.label("example"),
         )
-        .where(scores.c.verdict == Verdict.ERROR.value)
+        # Written out, not bound: a partial index (`ix_scores_errors`) is used only when the
+        # query states its condition.
+        .where(scores.c.verdict == literal_column(f"'{Verdict.ERROR.value}'"))
         .group_by(scores.c.run_id, scores.c.task_id, scores.c.name)
     )
     found: dict[str, dict[str, dict[str, GraderErrors]]] = {run_id: {} for run_id in run_ids}

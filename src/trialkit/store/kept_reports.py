@@ -26,6 +26,8 @@ from trialkit.store.encoding import pack_json, unpack_json
 from trialkit.store.errors import StoreError
 from trialkit.store.schema import labels, run_reports, runs, trials
 
+_UNREADABLE: tuple[type[Exception], ...] = (StoreError, *rows.CORRUPTION_ERRORS)
+
 KEPT_FORMAT = 1
 """Bumped when what is kept changes meaning: every kept report is then computed again."""
 
@@ -54,7 +56,7 @@ def read_kept(conn: Connection, run_id: str, version: str) -> Report | None:
         return None
     try:
         return Report.model_validate_json(unpack_json(row.report, row.report_packed))
-    except (StoreError, *rows.CORRUPTION_ERRORS):
+    except _UNREADABLE:
         return None
 
 

@@ -473,6 +473,27 @@ def m011_kept_reports(conn: Connection) -> None:
     table.create(conn)
 
 
+def m012_grader_error_index(conn: Connection) -> None:
+    """`ix_scores_errors`: a partial index of the scores that errored (by run, task, grader
+    and trial), so `trialkit health` and the trend page find graders' errors without reading
+    every score of a run. Small, since errors are rare, and cheap to keep."""
+    scores = Table(
+        "scores",
+        MetaData(),
+        *(Column(name, String) for name in ("run_id", "task_id", "name", "verdict")),
+        Column("trial_idx", Integer),
+    )
+    c = scores.c
+    where = text("verdict = 'error'")
+    index = Index(
+        "ix_scores_errors",
+        *(c.run_id, c.task_id, c.name, c.trial_idx),
+        sqlite_where=where,
+        postgresql_where=where,
+    )
+    conn.execute(CreateIndex(index))
+
+
 def trial_end(started_at: str, duration_s: float) -> str | None:
     """The stored end of a trial that started at `started_at` (stored text) and took
     `duration_s`; `None` when the two cannot be added (a duration out of range)."""
@@ -506,6 +527,7 @@ MIGRATIONS: Sequence[Migration] = (
     m009_task_reference,
     m010_trial_ends,
     m011_kept_reports,
+    m012_grader_error_index,
 )
 """Every migration, in the order they apply. Append only."""
 

@@ -31,6 +31,7 @@ from sqlalchemy import (
     Table,
     Text,
     false,
+    text,
 )
 
 from trialkit.store.encoding import SafeText
@@ -161,6 +162,16 @@ scores = Table(
     Index("ix_scores_run_name", "run_id", "name"),
     Index("ix_scores_run_task_value", "run_id", "task_id", "value"),
     Index("ix_scores_pending", "run_id", "pending", "task_id", "trial_idx"),
+    # m012_grader_error_index: the few scores that errored, for `trialkit health`.
+    Index(
+        "ix_scores_errors",
+        "run_id",
+        "task_id",
+        "name",
+        "trial_idx",
+        sqlite_where=text("verdict = 'error'"),
+        postgresql_where=text("verdict = 'error'"),
+    ),
 )
 
 labels = Table(
