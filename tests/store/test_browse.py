@@ -154,6 +154,23 @@ def test_sorts_put_runs_in_order_and_runs_without_a_figure_last(
     assert by_cost[0].id == filled["costly"].run.id
 
 
+def test_runs_sort_by_duration_to_the_microsecond(store: Store) -> None:
+    """Durations a few hundred microseconds apart, across a second's boundary, sort in order
+    (SQLite's own date functions see milliseconds only)."""
+    lengths = [1_100, 1_900, 1_500, 999_999, 1_000_001, 250]
+    for n, micros in enumerate(lengths):
+        sample = _varied_run(seed=n)
+        start = sample.run.started_at.replace(microsecond=999_700 - n)
+        sample.run = sample.run.model_copy(update={"started_at": start})
+        _save(store, sample)
+        end = start + timedelta(microseconds=micros)
+        store.finish_run(sample.run.model_copy(update={"status": "completed", "finished_at": end}))
+    for descending in (True, False):
+        found = list_runs(store, sort="duration", descending=descending).rows
+        durations = [r.duration_s for r in found]
+        assert durations == sorted((m / 1e6 for m in lengths), reverse=descending)
+
+
 def test_filters_and_paging(store: Store, filled: dict[str, Report]) -> None:
     assert {r.id for r in list_runs(store, suite="caps").rows} == {
         filled["cap-1"].run.id,

@@ -21,6 +21,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Float,
+    Integer,
     case,
     cast,
     func,
@@ -186,7 +187,20 @@ def _duration(conn: Connection) -> ColumnElement[Any]:
         end = cast(runs.c.finished_at, _TIMESTAMPTZ)
         start = cast(runs.c.started_at, _TIMESTAMPTZ)
         return func.extract("epoch", end - start)
-    return (func.julianday(runs.c.finished_at) - func.julianday(runs.c.started_at)) * 86400.0
+    # SQLite's date functions round to milliseconds, so whole seconds come from strftime of
+    # the text up to the seconds and the microseconds from the rest (dump_datetime writes
+    # fixed-width UTC text, "YYYY-MM-DDTHH:MM:SS.ffffff+00:00").
+    return (_epoch_seconds(runs.c.finished_at) - _epoch_seconds(runs.c.started_at)) + (
+        _microseconds(runs.c.finished_at) - _microseconds(runs.c.started_at)
+    ) / 1_000_000.0
+
+
+def _epoch_seconds(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    return cast(func.strftime("%s", func.substr(column, 1, 19)), Integer)
+
+
+def _microseconds(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    return cast(func.substr(column, 21, 6), Integer)
 
 
 _TIMESTAMPTZ = TIMESTAMP(timezone=True)
@@ -344,7 +358,7 @@ def suite_trend(store: Store, suite_id: str, *, limit: int = 100) -> list[TrendP
         points = []
         for row in found:
             f = figures[row.id]
-            p50, p95 = _latencies(conn, row.id, f.unplanned, f.trials)
+            p50, p95 = f.latencies or _latencies(conn, row.id, f.unplanned, f.trials)
             points.append(
                 TrendPoint(
                     run_id=row.id,
