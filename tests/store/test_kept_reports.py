@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ from sqlalchemy import select, update
 from trialkit.labels import Label
 from trialkit.report import Report
 from trialkit.score import Verdict
-from trialkit.store import Store, aggregates, kept_reports
+from trialkit.store import Store, aggregates, kept_reports, run_figures
 from trialkit.store.schema import run_reports
 
 from ._samples import Sample, make_trial
@@ -120,3 +121,42 @@ def test_a_kept_report_that_cannot_be_read_is_computed_again(store: Store, sampl
 
     assert report.model_dump() == _computed(store, sample.run.id).model_dump()
     assert store.load_report(sample.run.id).summary.trials == len(sample.trials)
+
+
+def _figures(store: Store, run_id: str) -> tuple[Any, Any]:
+    """The run's headline figures as served (kept when they can be) and as computed now."""
+    with store._read("test") as conn:
+        config = store.load_report(run_id, max_results=0).run.config
+        served = run_figures.run_figures(conn, {run_id: config})[run_id]
+        computed = run_figures.computed_figures(conn, {run_id: config})[run_id]
+    return served, computed
+
+
+def test_a_finished_run_s_headline_figures_are_kept_as_computed(
+    store: Store, sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _finish(store, sample)
+    report = store.load_report(sample.run.id, max_results=0)
+    served, computed = _figures(store, sample.run.id)
+
+    assert served.latencies == (report.summary.latency_p50_s, report.summary.latency_p95_s)
+    assert dataclasses.replace(served, latencies=None) == computed
+    with store._engine.connect() as conn:
+        kept = kept_reports.kept_figures(conn, [sample.run.id])[sample.run.id]
+    assert run_figures.RunFigures.from_kept(kept) == served
+
+
+def test_kept_figures_of_a_changed_run_or_unreadable_are_computed_again(
+    store: Store, sample: Sample
+) -> None:
+    _finish(store, sample)
+    store.save_trials([make_trial(sample.run.id, "france", 9, verdict=Verdict.FAIL)])
+    served, computed = _figures(store, sample.run.id)
+    assert served == computed and served.trials == len(sample.trials) + 1
+
+    store.finish_run(_finished(sample))  # kept again, then spoiled
+    for spoiled in ("{broken", '{"tasks": 1}', "[1, 2]"):
+        with store._engine.begin() as conn:
+            conn.execute(update(run_reports).values(figures=spoiled))
+        served, computed = _figures(store, sample.run.id)
+        assert served == computed, spoiled

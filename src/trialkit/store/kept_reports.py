@@ -9,13 +9,16 @@ report is computed from the store's aggregates and kept under that version; labe
 up to date (`Store.save_labels`). A report asked for whose kept version is not the run's
 current one is computed again, never served stale.
 
-What is kept is the report without the trials it lists per task (`max_results=0`): the
-figures. Those listed trials are read for the tasks a page shows (`trial_pages.listed_trials`).
+What is kept is the report without the trials it lists per task (`max_results=0`), and the
+run's headline figures (`run_figures.RunFigures`, for the runs list and trend pages). The
+listed trials are read for the tasks a page shows (`trial_pages.listed_trials`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select
 
@@ -34,17 +37,59 @@ KEPT_FORMAT = 1
 
 def run_version(conn: Connection, run_id: str) -> str | None:
     """What changes when the report of `run_id` would, as text; `None` for no such run."""
-    run = conn.execute(
-        select(runs.c.status, runs.c.finished_at).where(runs.c.id == run_id)
-    ).one_or_none()
-    if run is None:
-        return None
-    count = conn.scalar(select(func.count()).where(trials.c.run_id == run_id))
-    labelled = conn.execute(
-        select(func.count(), func.max(labels.c.labeled_at)).where(labels.c.run_id == run_id)
-    ).one()
+    return run_versions(conn, [run_id]).get(run_id)
+
+
+def run_versions(conn: Connection, run_ids: Sequence[str]) -> dict[str, str]:
+    """`run_version` of each of `run_ids` that exists, in three grouped queries per 200."""
     code = [__version__, REPORT_SCHEMA_VERSION, KEPT_FORMAT]
-    return json.dumps([*run, count, *labelled, *code])
+    found: dict[str, str] = {}
+    for start in range(0, len(run_ids), _RUNS_PER_QUERY):
+        chunk = list(run_ids[start : start + _RUNS_PER_QUERY])
+        ended = conn.execute(
+            select(runs.c.id, runs.c.status, runs.c.finished_at).where(runs.c.id.in_(chunk))
+        ).all()
+        counts: dict[str, int] = dict(
+            conn.execute(
+                select(trials.c.run_id, func.count())
+                .where(trials.c.run_id.in_(chunk))
+                .group_by(trials.c.run_id)
+            ).all()
+        )
+        labelled = {
+            run_id: (n, latest)
+            for run_id, n, latest in conn.execute(
+                select(labels.c.run_id, func.count(), func.max(labels.c.labeled_at))
+                .where(labels.c.run_id.in_(chunk))
+                .group_by(labels.c.run_id)
+            )
+        }
+        for run_id, status, finished_at in ended:
+            n, latest = labelled.get(run_id, (0, None))
+            version = [status, finished_at, counts.get(run_id, 0), n, latest, *code]
+            found[run_id] = json.dumps(version)
+    return found
+
+
+_RUNS_PER_QUERY = 200
+
+
+def kept_figures(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The headline figures kept for those of `run_ids` whose kept report is of the run as
+    it is (see `run_figures`), as the JSON object they were kept as."""
+    versions = run_versions(conn, run_ids)
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(run_ids), _RUNS_PER_QUERY):
+        chunk = list(run_ids[start : start + _RUNS_PER_QUERY])
+        kept = select(run_reports.c.run_id, run_reports.c.version, run_reports.c.figures)
+        for run_id, version, figures in conn.execute(kept.where(run_reports.c.run_id.in_(chunk))):
+            if figures is None or versions.get(run_id) != version:
+                continue
+            try:
+                found[run_id] = json.loads(figures)
+            except ValueError:  # unreadable: computed again
+                continue
+    return found
 
 
 def read_kept(conn: Connection, run_id: str, version: str) -> Report | None:
@@ -60,13 +105,20 @@ def read_kept(conn: Connection, run_id: str, version: str) -> Report | None:
         return None
 
 
-def keep(conn: Connection, run_id: str, version: str, report: Report) -> None:
-    """Keep `report` (made with `max_results=0`) as the report of `run_id` at `version`."""
+def keep(
+    conn: Connection, run_id: str, version: str, report: Report, figures: dict[str, Any]
+) -> None:
+    """Keep `report` (made with `max_results=0`) and the run's headline `figures` (a JSON
+    object, see `run_figures`) as those of `run_id` at `version`."""
     text, packed = pack_json(report.model_dump_json())
     conn.execute(delete(run_reports).where(run_reports.c.run_id == run_id))
     conn.execute(
         insert(run_reports).values(
-            run_id=run_id, version=version, report=text, report_packed=packed
+            run_id=run_id,
+            version=version,
+            report=text,
+            report_packed=packed,
+            figures=json.dumps(figures),
         )
     )
 

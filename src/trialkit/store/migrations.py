@@ -468,6 +468,7 @@ def m011_kept_reports(conn: Connection) -> None:
         Column("version", Text, nullable=False),
         Column("report", Text, nullable=False),
         Column("report_packed", LargeBinary),
+        Column("figures", Text),
         ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
     )
     table.create(conn)

@@ -22,6 +22,7 @@ from trialkit import metrics
 from trialkit.models.pricing import add_costs
 from trialkit.report import task_verdict
 from trialkit.score import Verdict
+from trialkit.store import kept_reports
 from trialkit.store.encoding import escape_nul, unescape_nul
 from trialkit.store.schema import run_tasks, trials
 from trialkit.task import SuiteKind
@@ -69,6 +70,44 @@ class RunFigures:
     mean_latency_s: float | None
     unplanned: frozenset[str] = frozenset()
     """Tasks with trials that the run did not plan (a report leaves them out)."""
+    latencies: tuple[float | None, float | None] | None = None
+    """The report's p50 and p95 trial durations, when they were kept with the figures."""
+
+    def to_kept(self) -> dict[str, Any]:
+        """The figures as the JSON object `kept_reports` keeps (floats exactly: JSON numbers
+        written by `repr`)."""
+        kept = {name: getattr(self, name) for name in _FIELDS}
+        kept["unplanned"] = sorted(self.unplanned)
+        return kept
+
+    @classmethod
+    def from_kept(cls, kept: dict[str, Any]) -> RunFigures:
+        ci, latencies = kept["pass_rate_ci"], kept["latencies"]
+        fields = {name: kept[name] for name in _FIELDS}
+        return cls(
+            **fields
+            | {
+                "pass_rate_ci": None if ci is None else (ci[0], ci[1]),
+                "latencies": None if latencies is None else (latencies[0], latencies[1]),
+                "unplanned": frozenset(kept["unplanned"]),
+            }
+        )
+
+
+_FIELDS = (
+    "tasks",
+    "trials",
+    "passed",
+    "failed",
+    "errors",
+    "pass_rate",
+    "pass_rate_ci",
+    "k",
+    "pass_hat_k",
+    "cost_usd",
+    "mean_latency_s",
+    "latencies",
+)
 
 
 def chunks(items: Sequence[str]) -> Iterator[list[str]]:
@@ -107,12 +146,25 @@ def planned_counts(
 
 
 def run_figures(conn: Connection, configs: dict[str, dict[str, Any]]) -> dict[str, RunFigures]:
-    """The figures of each run of `configs` (run id: its stored config)."""
+    """The figures of each run of `configs` (run id: its stored config): those kept with a
+    finished run's report while the run is as it was (`kept_reports`), else from SQL."""
+    found: dict[str, RunFigures] = {}
+    for run_id, kept in kept_reports.kept_figures(conn, list(configs)).items():
+        try:
+            found[run_id] = RunFigures.from_kept(kept)
+        except (KeyError, TypeError, IndexError):  # not as this trialkit keeps them
+            continue
+    rest = {run_id: config for run_id, config in configs.items() if run_id not in found}
+    return found | computed_figures(conn, rest) if rest else found
+
+
+def computed_figures(conn: Connection, configs: dict[str, dict[str, Any]]) -> dict[str, RunFigures]:
+    """The figures of each run of `configs`, from SQL."""
     run_ids = list(configs)
     planned = planned_counts(conn, run_ids)
     costs = _task_costs(conn, run_ids)
     durations = _durations(conn, run_ids)
-    found = {}
+    found: dict[str, RunFigures] = {}
     for run_id, config in configs.items():
         tasks = planned[run_id]
         task_costs = [costs[run_id].get(task_id, 0.0) for task_id in tasks]

@@ -202,6 +202,7 @@ run_reports = Table(
     Column("version", Text, nullable=False),
     Column("report", Text, nullable=False),
     Column("report_packed", LargeBinary),
+    Column("figures", Text),
     ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -27,7 +28,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from trialkit._record import Record
 from trialkit.report import MAX_RESULTS_PER_TASK, Report, RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Verdict
-from trialkit.store import aggregates, kept_reports, rows, schema, search_index
+from trialkit.store import aggregates, kept_reports, rows, run_figures, schema, search_index
 from trialkit.store import labels as store_labels
 from trialkit.store.encoding import SafeText
 from trialkit.store.engine import WRITE_OPTION, create_store_engine
@@ -325,8 +326,12 @@ class Store:
         if version is None:
             return
         report = self._computed_report(conn, run_id, 0)
-        if report.run.status != "running":
-            kept_reports.keep(conn, run_id, version, report)
+        if report.run.status == "running":
+            return
+        figures = run_figures.computed_figures(conn, {run_id: report.run.config})[run_id]
+        latencies = (report.summary.latency_p50_s, report.summary.latency_p95_s)
+        figures = dataclasses.replace(figures, latencies=latencies)
+        kept_reports.keep(conn, run_id, version, report, figures.to_kept())
 
     def load_trial(self, run_id: str, task_id: str, index: int) -> Trial:
         """One trial in full, transcript and outcome included."""
