@@ -352,6 +352,21 @@ def test_it_only_reads(server: ViewServer) -> None:
     assert status == 200 and body == "" and int(headers["content-length"]) > 0
 
 
+def test_connections_send_at_once_without_waiting_for_an_ack(server: ViewServer) -> None:
+    """Nagle's algorithm off on each accepted connection: a response written in two parts
+    (headers, then body) would otherwise wait out the client's delayed ACK, 40 ms a page."""
+    with socket.create_connection((server.host, server.port), timeout=10) as client:
+        client.sendall(f"GET / HTTP/1.1\r\nHost: {server.host}:{server.port}\r\n\r\n".encode())
+        assert client.recv(12).startswith(b"HTTP/1.1 200")
+        accepted = [
+            connection.transport.get_extra_info("socket")
+            for connection in server.uvicorn.server_state.connections
+        ]
+        assert accepted, "the server holds the connection open"
+        for sock in accepted:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
 def test_other_host_names_are_refused(server: ViewServer) -> None:
     """DNS rebinding: a page of another site that resolves its name to 127.0.0.1 must not
     read the store."""
