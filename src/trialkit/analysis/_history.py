@@ -133,8 +133,11 @@ def verdict_counts(store: Store, run_ids: Sequence[str]) -> dict[str, dict[str, 
         for chunk in _chunks(run_ids):
             for row in conn.execute(query.where(trials.c.run_id.in_(chunk))):
                 counts = found[row.run_id].setdefault(row.task_id, Counter())
-                counts[Verdict(row.verdict)] += row.n
+                counts[_VERDICTS.get(row.verdict) or Verdict(row.verdict)] += row.n
     return found
+
+
+_VERDICTS = {v.value: v for v in Verdict}
 
 
 def grader_errors(

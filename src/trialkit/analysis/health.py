@@ -287,7 +287,7 @@ def _task_health(task_id: str, kind: SuiteKind, histories: Sequence[RunHistory])
         if counts.total():
             runs += 1
             models.setdefault(history.run.agent)
-            total += counts
+            total.update(counts)  # counts are positive: `+=` would only filter again
         if 0 < passed < decided:
             flaky_runs += 1
         for grader, errors in history.grader_errors.get(task_id, {}).items():

@@ -7,6 +7,7 @@ text (outputs, tool results, task ids) is shown as text. Never mark stored text 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -252,6 +253,16 @@ def _environment() -> Environment:
 
 
 TEMPLATE_ENV = _environment()
+
+
+def warm_up() -> None:
+    """Do now what a page's first view would otherwise wait for: compile every template and
+    import numpy (the compare and health pages' statistics). Run in the background while the
+    server is starting; a failure here is only a slower first view."""
+    for name in TEMPLATE_ENV.list_templates(extensions=["html"]):
+        TEMPLATE_ENV.get_template(name)
+    with contextlib.suppress(ImportError):
+        import numpy  # noqa: F401
 
 
 def render(
