@@ -48,7 +48,7 @@ class ReportCache:
             if kept is not None and kept[0] == version:
                 self._kept.move_to_end(run_id)
                 return kept[1]
-        report = store.load_report(run_id, max_results=0)
+        report = store.load_report(run_id, max_results=0, version=version[0])
         if report.run.status != "running":
             with self._lock:
                 self._kept[run_id] = (version, report)
@@ -58,7 +58,7 @@ class ReportCache:
         return report
 
 
-def run_version(store: Store, run_id: str) -> Version:
+def run_version(store: Store, run_id: str) -> tuple[str | None]:
     """What changes when the report of `run_id` would: status, end, trials and labels (and
     the report code's version), as `kept_reports` reads it."""
     with store._read(f"read run {run_id!r}") as conn:
