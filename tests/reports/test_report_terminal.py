@@ -180,3 +180,26 @@ def test_a_completed_run_has_no_ending_line() -> None:
 
     assert "Stopped" not in text
     assert "Interrupted" not in text
+
+
+def test_a_big_run_lists_the_tasks_that_need_a_look_and_counts_the_rest() -> None:
+    tasks = {f"task-{i:03}": [result(0, Verdict.PASS)] for i in range(250)}
+    tasks["task-200"] = [result(0, Verdict.FAIL)]
+    tasks["task-240"] = [result(0, Verdict.PASS), result(1, Verdict.FAIL)]  # flaky
+    text = render(make_report(tasks), details=False)
+    rows = [line.split()[0] for line in text.splitlines() if line.startswith("task-")]
+    assert len(rows) == 100
+    assert rows[:98] == [f"task-{i:03}" for i in range(98)]
+    assert rows[98:] == ["task-200", "task-240"]  # in the report's order, after the others
+    assert "… and 150 more tasks (all passed): `trialkit report run-7f3a --format md`" in text
+
+
+def test_a_run_of_many_failing_tasks_lists_failures_before_passes() -> None:
+    tasks = {f"task-{i:03}": [result(0, Verdict.PASS)] for i in range(150)}
+    for i in range(0, 150, 2):
+        tasks[f"task-{i:03}"] = [result(0, Verdict.FAIL)]
+    text = render(make_report(tasks), details=False)
+    rows = [line.split() for line in text.splitlines() if line.startswith("task-")]
+    assert len(rows) == 100
+    assert sum("fail" in " ".join(r) for r in rows) == 75  # every failed task is listed
+    assert "… and 50 more tasks (all passed)" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
+from collections.abc import Callable
 from typing import Any, cast
 
 import click
@@ -466,23 +467,25 @@ def run_command(
     if not quiet:
         render_terminal(report, console)
     comparison = compare_with(baseline, report) if baseline is not None else None
-    _write(json_path, report.to_json())
+    _write(json_path, report.to_json)
     if markdown_path is not None:
         from trialkit.reports.github import render_job_summary
 
-        summary = render_job_summary(report, comparison=comparison, report_urls=report_urls)
-        _write(markdown_path, summary)
+        _write(
+            markdown_path,
+            lambda: render_job_summary(report, comparison=comparison, report_urls=report_urls),
+        )
     if comparison is not None and comment_path is not None:
         from trialkit.reports.github import render_pr_comment
 
-        _write(comment_path, render_pr_comment(comparison, report_urls=report_urls))
+        _write(comment_path, lambda: render_pr_comment(comparison, report_urls=report_urls))
     _write(
         junit_path,
-        report.to_junit(
+        lambda: report.to_junit(
             capability_failures=cast(Any, junit_capability), locations=cast(Any, junit_locations)
         ),
     )
-    _write(html_path, report.to_html())
+    _write(html_path, report.to_html)
     if csv_path is not None:
         from trialkit.cli.report import write_csv_file
 
@@ -545,9 +548,11 @@ def _stderr_console() -> Any:
     return Console(stderr=True, highlight=False)
 
 
-def _write(path: str | None, text: str) -> None:
+def _write(path: str | None, render: Callable[[], str]) -> None:
+    """Write what `render` makes to `path`, rendered only when a path was asked for (a
+    report of 10,000 tasks takes seconds to render as JSON)."""
     if path is not None:
-        write_output(path, text, "the report")
+        write_output(path, render(), "the report")
 
 
 def _print_verdict(report: Any, gate: Any, console: Any, err_console: Any) -> None:

@@ -34,6 +34,9 @@ SYMBOLS = {
 
 
 MAX_DETAILED_TASKS = 10
+MAX_LISTED_TASKS = 100
+"""Rows of the task table: past it, the tasks that need a look are listed first, the rest
+counted in one line (a table of 10,000 rows is not read, and takes seconds to print)."""
 
 
 def render_terminal(report: Report, console: Console, *, details: bool = True) -> None:
@@ -112,7 +115,8 @@ def _print_tasks(report: Report, console: Console) -> None:
         columns.append(Column(f"pass^{k}", justify="right", drop=4))
     columns.append(Column("Notes", fit="fold", drop=2))
     rows = []
-    for task in report.tasks:
+    shown, hidden = _listed_tasks(report.tasks)
+    for task in shown:
         row = [_plain(task.id), Text(task.kind.value), _verdict(task.verdict)]
         row.append(Text(f.trials_passed(task)))
         if k is not None:
@@ -120,6 +124,31 @@ def _print_tasks(report: Report, console: Console) -> None:
             row.append(Text(f.percent(task.pass_hat_k.get(k))))
         rows.append([*row, _notes(task)])
     print_table(console, columns, rows)
+    if hidden:
+        passed = sum(t.verdict is Verdict.PASS for t in hidden)
+        which = "all passed" if passed == len(hidden) else f"{passed} passed"
+        more = (
+            f"… and {len(hidden):,} more tasks ({which}): "
+            f"`trialkit report {report.run.id} --format md` lists every task"
+        )
+        print_line(console, _plain(more, style="dim"))
+
+
+def _listed_tasks(tasks: list[TaskReport]) -> tuple[list[TaskReport], list[TaskReport]]:
+    """The tasks the table shows, in the report's order, and those it leaves out: every task
+    when they fit, else those that did not pass or are flaky first, then the others."""
+    if len(tasks) <= MAX_LISTED_TASKS:
+        return tasks, []
+    looked_at = [i for i, t in enumerate(tasks) if t.verdict is not Verdict.PASS or t.flaky]
+    others = (i for i, t in enumerate(tasks) if t.verdict is Verdict.PASS and not t.flaky)
+    picked = set(looked_at[:MAX_LISTED_TASKS])
+    for i in others:
+        if len(picked) >= MAX_LISTED_TASKS:
+            break
+        picked.add(i)
+    shown = [t for i, t in enumerate(tasks) if i in picked]
+    hidden = [t for i, t in enumerate(tasks) if i not in picked]
+    return shown, hidden
 
 
 def _notes(task: TaskReport) -> Text:
