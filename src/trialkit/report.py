@@ -27,6 +27,7 @@ from trialkit.transcript import Usage
 from trialkit.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
+    from trialkit.tally import TaskTally
     from trialkit.task import Task
 
 REPORT_SCHEMA_VERSION = 1
@@ -383,27 +384,17 @@ class TaskTotals:
 
 
 def measures_of(results: Sequence[TrialResult]) -> Measures:
-    values = [s.value for r in results for s in r.scores if s.value is not None]
-    durations = [r.duration_s for r in results]
-    p50, p95 = metrics.percentile(durations, 50), metrics.percentile(durations, 95)
-    return Measures(math.fsum(values), len(values), p50, p95)
+    """Mean score and latency percentiles of `results`."""
+    from trialkit.tally import run_measures, tally
+
+    return run_measures([tally(results, 0)])
 
 
 def totals_of(results: Sequence[TrialResult]) -> TaskTotals:
-    verdicts = [r.verdict for r in results]
-    return TaskTotals(
-        passed=verdicts.count(Verdict.PASS),
-        failed=verdicts.count(Verdict.FAIL),
-        errors=verdicts.count(Verdict.ERROR),
-        unknown=verdicts.count(Verdict.UNKNOWN),
-        usage=sum((r.usage for r in results), Usage()),
-        grader_usage=sum((r.grader_usage for r in results), Usage()),
-        cost_usd=add_costs(*[r.cost_usd for r in results]),
-        grader_cost_usd=add_costs(*[r.grader_cost_usd for r in results]),
-        measures=measures_of(results),
-        pending=sum(any(s.pending for s in r.scores) for r in results),
-        **wall_span((r.started_at, r.duration_s) for r in results),
-    )
+    """`results` counted and summed, as a running `TaskTally` counts them."""
+    from trialkit.tally import tally
+
+    return tally(results, 0).totals()
 
 
 def wall_span(
@@ -435,7 +426,14 @@ def listed_results(
 def build_task_report(
     plan: TaskPlan, results: Sequence[TrialResult], *, max_results: int = MAX_RESULTS_PER_TASK
 ) -> TaskReport:
-    return task_report(plan, totals_of(results), listed_results(results, max_results))
+    from trialkit.tally import tally
+
+    return tallied_task_report(plan, tally(results, max_results))
+
+
+def tallied_task_report(plan: TaskPlan, kept: TaskTally) -> TaskReport:
+    """A task's report from the tally of its trials."""
+    return task_report(plan, kept.totals(), kept.listed_results())
 
 
 def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) -> TaskReport:
@@ -589,9 +587,21 @@ def build_report(
     max_results: int = MAX_RESULTS_PER_TASK,
 ) -> Report:
     """Aggregate trial results into a report; tasks keep the order of `plans`."""
-    tasks = [build_task_report(p, results.get(p.id, []), max_results=max_results) for p in plans]
-    every = [r for p in plans for r in results.get(p.id, [])]
-    return assemble_report(run, suite, tasks, measures_of(every))
+    from trialkit.tally import tally
+
+    tallies = {p.id: tally(results.get(p.id, []), max_results) for p in plans}
+    return tallied_report(run, suite, plans, tallies)
+
+
+def tallied_report(
+    run: RunInfo, suite: SuiteInfo, plans: Sequence[TaskPlan], tallies: dict[str, TaskTally]
+) -> Report:
+    """The report of a run from the tallies of its tasks' trials (`trialkit.tally`), which
+    `plans` all have; tasks keep the order of `plans`."""
+    from trialkit.tally import run_measures
+
+    tasks = [tallied_task_report(p, tallies[p.id]) for p in plans]
+    return assemble_report(run, suite, tasks, run_measures([tallies[p.id] for p in plans]))
 
 
 def assemble_report(

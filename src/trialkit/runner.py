@@ -36,16 +36,18 @@ from trialkit.models.pricing import Budget, run_calls_summary
 from trialkit.models.retry import RetryPolicy
 from trialkit.preflight import check_executor, check_models, judge_models
 from trialkit.report import (
+    MAX_RESULTS_PER_TASK,
     Report,
     RunInfo,
     SuiteInfo,
     TaskPlan,
     TrialResult,
-    build_report,
+    tallied_report,
 )
 from trialkit.run_trial import PlannedTask, TrialRunner, model_name
 from trialkit.score import Verdict
 from trialkit.settings import RunSettings
+from trialkit.tally import TaskTally
 from trialkit.task import Suite, SuiteError, Task
 from trialkit.trial import Trial
 
@@ -287,9 +289,11 @@ class Runner:
                 await anyio.to_thread.run_sync(store.create_run, run, suite_info, plans)
 
         todo = self._schedule(suite, planned, {})
-        results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
-        await self._execute(suite, harness, run, suite_info, todo, results, create=create)
-        return build_report(run, suite_info, plans, results)
+        tallies = {p.task.id: TaskTally(MAX_RESULTS_PER_TASK) for p in planned}
+        report = await self._execute(
+            suite, harness, run, suite_info, todo, tallies, plans=plans, create=create
+        )
+        return report or tallied_report(run, suite_info, plans, tallies)
 
     async def _rerun_selection(self, suite: Suite, run_id: str, only: RerunOnly) -> tuple[str, ...]:
         """`--task` patterns for exactly the tasks of stored run `run_id` that `only` names."""
@@ -421,14 +425,18 @@ class Runner:
         run: RunInfo,
         suite_info: SuiteInfo,
         todo: _Work,
-        results: dict[str, list[TrialResult]],
+        tallies: dict[str, TaskTally],
         *,
+        plans: Sequence[TaskPlan] | None = None,
         create: Callable[[], Awaitable[None]] | None = None,
         stored_before: int = 0,
-    ) -> None:
+    ) -> Report | None:
         """Run the `todo` trials on bounded workers, store and export each, and close the run.
 
-        `results` collects what a report needs of each trial, for tasks it has a list for.
+        `tallies` keep what a report needs of each trial (`trialkit.tally`: running figures,
+        not the trials), for the tasks they have a tally of. With `plans` (every task of the
+        run, each with a tally), the run's report is made from them when it ends, handed to
+        the store to keep (it need not compute it again) and returned.
         `create` stores a new run, once its executor has started: a run whose workers or
         cluster cannot start leaves nothing behind. `stored_before`: the finished trials a
         resumed run had stored already.
@@ -466,8 +474,9 @@ class Runner:
                 if adaptive is not None:
                     adaptive.finished(item.task.id, trial.verdict)
                 budget.add(trial)
-                if item.task.id in results:
-                    results[item.task.id].append(TrialResult.from_trial(trial))
+                kept = tallies.get(item.task.id)
+                if kept is not None:
+                    kept.add(TrialResult.from_trial(trial))
                 await writer.put(trial)
                 self._export("on_trial", trial)
                 self.finished += 1
@@ -481,6 +490,7 @@ class Runner:
             install(offline=settings.offline)
         stored = create is None
         running = False
+        report: Report | None = None
         broken: Exception | None = None  # trialkit's own machinery failed mid-run: exit 4
         try:
             with use_settings(settings), fewer_collections():
@@ -516,8 +526,10 @@ class Runner:
             run.finished_at = datetime.now(UTC)
             try:
                 writer.flush_now()
+                if plans is not None and run.status != "interrupted":
+                    report = tallied_report(run, suite_info, plans, tallies)
                 if self.store is not None and stored:
-                    self.store.finish_run(run)
+                    self.store.finish_run(run, report=report)
             except Exception as exc:
                 from trialkit.store.errors import StoreError  # loaded: a store is open
 
@@ -547,6 +559,7 @@ class Runner:
                 reason = f"the store {store.url}: {reason}"  # the line names the store
             stored_trials = stored_before + writer.saved
             raise RunFailed(reason, run_id=run.id, stored=stored_trials) from broken
+        return report
 
     def trial_runner(self, run_id: str, suite: Suite, harness: Harness) -> TrialRunner:
         """What runs one trial of `suite` in this process."""

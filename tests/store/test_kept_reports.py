@@ -160,3 +160,66 @@ def test_kept_figures_of_a_changed_run_or_unreadable_are_computed_again(
             conn.execute(update(run_reports).values(figures=spoiled))
         served, computed = _figures(store, sample.run.id)
         assert served == computed, spoiled
+
+
+def test_a_runner_s_own_report_is_kept_as_the_store_would_compute_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    from trialkit import Runner, Suite, Task, graders
+
+    monkeypatch.setenv("TRIALKIT_TEST_KEY", "sk-kept-report-secret-0123456789")
+
+    async def agent(prompt: str) -> str:
+        n = int(prompt.split()[-1])
+        if n % 5 == 4:
+            raise RuntimeError("the agent broke")
+        await anyio.sleep(0.001 * (n % 3))
+        return "Paris" if n % 3 else "Berlin"
+
+    suite = Suite(
+        id="kept",
+        kind="capability",
+        trials=4,
+        harness=agent,
+        tasks=[
+            Task(id=f"t{i}", input=f"q {i}", tags=["a"], graders=[graders.contains("paris")])
+            for i in range(7)
+        ],
+    )
+    computed_calls: list[str] = []
+    compute = store._computed_report
+
+    def counted(conn: Any, run_id: str, max_results: int) -> Report:
+        computed_calls.append(run_id)
+        return compute(conn, run_id, max_results)
+
+    monkeypatch.setattr(store, "_computed_report", counted)
+    runner = Runner(store=store, name="nightly sk-kept-report-secret-0123456789")
+    report = anyio.run(runner.run, suite)
+    assert computed_calls == []  # the runner's own report was kept: nothing computed
+    monkeypatch.setattr(store, "_computed_report", compute)
+
+    kept = store.load_report(report.run.id, max_results=0)
+    assert kept.model_dump() == _computed(store, report.run.id).model_dump()
+    assert kept.summary.errors > 0 and kept.summary.failed > 0 and kept.summary.passed > 0
+    with store._engine.connect() as conn:
+        text = conn.execute(select(run_reports.c.report)).scalar_one()
+    assert "sk-kept-report-secret" not in str(text)
+
+
+def test_a_report_that_misses_stored_trials_is_computed_instead(
+    store: Store, sample: Sample
+) -> None:
+    store.create_run(sample.run, sample.suite, sample.plans)
+    store.save_trials(sample.trials)
+    partial = {p.id: [] for p in sample.plans}  # a process that ran none of them
+    from trialkit.report import build_report
+
+    made = build_report(_finished(sample), sample.suite, sample.plans, partial)
+    store.finish_run(_finished(sample), report=made)
+
+    kept = store.load_report(sample.run.id, max_results=0)
+    assert kept.summary.trials == len(sample.trials) > 0
+    assert kept.model_dump() == _computed(store, sample.run.id).model_dump()

@@ -204,14 +204,16 @@ class Store:
             self._run_row(conn, run_id)
             return store_labels.read_pending(conn, run_id, grader)
 
-    def finish_run(self, run: RunInfo) -> None:
+    def finish_run(self, run: RunInfo, *, report: Report | None = None) -> None:
         """Record a run's end: its status, `finished_at` and config; a run that ended has its
-        report kept (`kept_reports`)."""
+        report kept (`kept_reports`). `report` is the run's report as the process that ran it
+        made it (from the same trials, see `trialkit.tally`): kept instead of computed again
+        when it covers every trial stored."""
         with self._write(f"finish run {run.id!r}") as conn:
             result = conn.execute(update(runs).where(runs.c.id == run.id), rows.run_update(run))
             if result.rowcount == 0:
                 raise RunNotFound(f"no run with id {run.id!r} in the store {self.url}")
-            self._keep_report(conn, run.id)
+            self._keep_report(conn, run.id, report)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -294,16 +296,23 @@ class Store:
             "`trialkit runs` lists the runs"
         )
 
-    def load_report(self, run_id: str, *, max_results: int = MAX_RESULTS_PER_TASK) -> Report:
+    def load_report(
+        self,
+        run_id: str,
+        *,
+        max_results: int = MAX_RESULTS_PER_TASK,
+        version: str | None = None,
+    ) -> Report:
         """The report of a run, as `build_report` makes it from the run's results, but computed
         by the database: a task of more than `max_results` trials is counted and summed in
         SQL, and only the non-passing trials its report lists are read. Transcripts never are.
         With `max_results=0` (the figures, no trials listed), a finished run's report kept in
-        the store is read instead while the run is as it was (see `kept_reports`).
+        the store is read instead while the run is as it was (see `kept_reports`); `version`
+        is the run's `kept_reports.run_version` when the caller has just read it.
         """
         with self._read(f"load the report of run {run_id!r}") as conn:
             if max_results == 0:
-                version = kept_reports.run_version(conn, run_id)
+                version = version or kept_reports.run_version(conn, run_id)
                 kept = None if version is None else kept_reports.read_kept(conn, run_id, version)
                 if kept is not None:
                     return kept
@@ -320,18 +329,44 @@ class Store:
         run, suite = rows.run_info(run_row), rows.suite_info(run_row)
         return aggregates.load_report(conn, run, suite, plans, max_results=max_results)
 
-    def _keep_report(self, conn: Connection, run_id: str) -> None:
-        """Keep the report of `run_id` as it is now, unless the run is still running."""
+    def _keep_report(self, conn: Connection, run_id: str, made: Report | None = None) -> None:
+        """Keep the report of `run_id` as it is now, unless the run is still running: `made`
+        (the report the run's own process made) when it counts every stored trial, else the
+        one the store computes."""
         version = kept_reports.run_version(conn, run_id)
         if version is None:
             return
-        report = self._computed_report(conn, run_id, 0)
+        report = self._made_report(conn, run_id, made)
+        report = report or self._computed_report(conn, run_id, 0)
         if report.run.status == "running":
             return
         figures = run_figures.computed_figures(conn, {run_id: report.run.config})[run_id]
         latencies = (report.summary.latency_p50_s, report.summary.latency_p95_s)
         figures = dataclasses.replace(figures, latencies=latencies)
         kept_reports.keep(conn, run_id, version, report, figures.to_kept())
+
+    def _made_report(self, conn: Connection, run_id: str, made: Report | None) -> Report | None:
+        """`made` as the store would compute it (`max_results=0`), or `None` when it is not
+        the report of the run as stored: another process added trials, or the tasks differ.
+        The run and suite are read back (the config as stored: secrets redacted)."""
+        if made is None or made.run.id != run_id:
+            return None
+        stored = conn.execute(select(func.count()).where(trials.c.run_id == run_id)).scalar_one()
+        if stored != made.summary.trials:
+            return None
+        run_row = self._run_row(conn, run_id)
+        run, suite = rows.run_info(run_row), rows.suite_info(run_row)
+        plans = conn.execute(
+            select(run_tasks.c.task_id)
+            .where(run_tasks.c.run_id == run_id)
+            .order_by(run_tasks.c.position)
+        ).scalars()
+        if list(plans) != [t.id for t in made.tasks]:
+            return None
+        tasks = [
+            t.model_copy(update={"results": [], "results_omitted": t.trials}) for t in made.tasks
+        ]
+        return made.model_copy(update={"run": run, "suite": suite, "tasks": tasks})
 
     def load_trial(self, run_id: str, task_id: str, index: int) -> Trial:
         """One trial in full, transcript and outcome included."""

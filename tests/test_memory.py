@@ -1,0 +1,61 @@
+"""What a finished trial leaves in the process is bounded: a run holds running figures, not
+its trials (`trialkit.tally`), so memory does not grow with the number of trials."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from pathlib import Path
+
+import anyio
+
+from trialkit import Runner, Suite, Task, graders
+from trialkit.report import Report
+from trialkit.store import Store
+from trialkit.store.urls import sqlite_url
+
+TASKS = 5
+
+
+async def _agent(prompt: str) -> str:
+    return f"Paris, as asked in {prompt}. " + "A longer answer with some words in it. " * 40
+
+
+def _peak(tmp_path: Path, trials: int) -> tuple[int, Report]:
+    """The most bytes the run of `trials` trials per task held at once (over what was held
+    before it), its report included."""
+    suite = Suite(
+        id=f"memory-{trials}",
+        kind="capability",
+        trials=trials,
+        harness=_agent,
+        tasks=[
+            Task(id=f"t{i}", input=f"q{i}", graders=[graders.contains("paris")])
+            for i in range(TASKS)
+        ],
+    )
+    with Store(sqlite_url(tmp_path / f"{trials}.db")) as store:
+        runner = Runner(store=store, concurrency=10)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        report = anyio.run(runner.run, suite)
+        peak = tracemalloc.get_traced_memory()[1]
+    return peak - before, report
+
+
+def test_a_run_holds_a_bounded_amount_per_trial(tmp_path: Path) -> None:
+    tracemalloc.start()
+    try:
+        _peak(tmp_path, 20)  # imports and caches, paid once
+        small, _ = _peak(tmp_path, 100)
+        large, report = _peak(tmp_path, 700)
+    finally:
+        tracemalloc.stop()
+    assert report.summary.trials == TASKS * 700
+    assert all(len(task.results) <= 20 for task in report.tasks)
+    per_trial = (large - small) / (TASKS * 600)
+    # Keeping each trial's result held 4.7 KB per trial here. What is left is a duration
+    # (8 bytes) and the trials waiting for the store's writer (at most 256 of them, however
+    # many the run has: up to 0.8 MB, about 260 bytes a trial over these 3,000).
+    assert per_trial < 1000, f"{per_trial:.0f} bytes held per trial"

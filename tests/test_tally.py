@@ -1,0 +1,91 @@
+"""Running tallies give a task's figures exactly as the whole list of its results would."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trialkit import metrics
+from trialkit.report import TrialResult
+from trialkit.score import Score, Verdict
+from trialkit.tally import ExactSum, TaskTally
+from trialkit.transcript import Usage
+
+START = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), max_size=60))
+def test_an_exact_sum_is_fsum_of_the_values_in_any_order(values: list[float]) -> None:
+    total = ExactSum()
+    for value in values:
+        total.add(value)
+    try:
+        expected = math.fsum(values)
+    except OverflowError:
+        return
+    assert total.total() == expected
+    shuffled = ExactSum()
+    for value in random.Random(len(values)).sample(values, len(values)):
+        shuffled.add(value)
+    assert shuffled.total() == expected
+    assert len(total.partials) < 45  # a few partials, however many values
+
+
+def _result(rng: random.Random, trial: int) -> TrialResult:
+    verdict = rng.choice([Verdict.PASS, Verdict.PASS, Verdict.FAIL, Verdict.ERROR, Verdict.UNKNOWN])
+    value = rng.random() * 10 ** rng.randint(-8, 3)
+    return TrialResult(
+        trial=trial,
+        verdict=verdict,
+        scores=[Score(name="s", value=min(value, 1.0), verdict=verdict)],
+        duration_s=rng.random() * 10 ** rng.randint(-4, 2),
+        started_at=START + timedelta(seconds=rng.random() * 100),
+        usage=Usage(input_tokens=rng.randint(0, 5)),
+        cost_usd=rng.random() * 10 ** rng.randint(-9, 0),
+    )
+
+
+def test_a_tally_of_results_in_any_order_matches_the_whole_list() -> None:
+    rng = random.Random(7)
+    for trials in (0, 1, 5, 20, 21, 300):
+        results = [_result(rng, i) for i in range(trials)]
+        kept = TaskTally(max_results=20)
+        for result in rng.sample(results, len(results)):  # trials finish out of order
+            kept.add(result)
+        totals = kept.totals()
+        values = [s.value for r in results for s in r.scores if s.value is not None]
+        durations = [r.duration_s for r in results]
+        assert totals.measures.score_sum == math.fsum(values)
+        assert totals.measures.latency_p95_s == metrics.percentile(durations, 95)
+        assert totals.cost_usd == math.fsum(r.cost_usd or 0.0 for r in results)
+        assert totals.usage.input_tokens == sum(r.usage.input_tokens for r in results)
+        assert totals.failed == sum(r.verdict is Verdict.FAIL for r in results)
+        if results:
+            assert totals.first_start == min(r.started_at for r in results if r.started_at)
+        non_passing = [r for r in results if r.verdict is not Verdict.PASS]
+        expected = results if trials <= 20 else non_passing[:20]
+        assert kept.listed_results() == expected
+
+
+def test_a_tally_keeps_a_bounded_number_of_results_however_many_trials() -> None:
+    rng = random.Random(3)
+    kept = TaskTally(max_results=20)
+    for i in range(5_000):
+        kept.add(_result(rng, i))
+    assert len(kept.listed) == 20
+    assert len(kept.scores.partials) < 10
+    assert kept.trials == 5_000
+
+
+def test_one_unknown_cost_makes_the_task_s_cost_unknown() -> None:
+    rng = random.Random(1)
+    kept = TaskTally(max_results=20)
+    kept.add(_result(rng, 0))
+    kept.add(_result(rng, 1).model_copy(update={"cost_usd": None}))
+    kept.add(_result(rng, 2))
+    assert kept.totals().cost_usd is None
+    assert kept.totals().grader_cost_usd is None  # no trial gave one
