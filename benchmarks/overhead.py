@@ -7,6 +7,12 @@ bar. Usage:
     python benchmarks/overhead.py                 # 1,000 and 10,000 trials
     python benchmarks/overhead.py --trials 500    # one size
     python benchmarks/overhead.py --agent sync    # a blocking agent (runs in worker threads)
+    python benchmarks/overhead.py --cli           # whole `trialkit run` processes, by shape
+
+`--cli` runs the command a user types, `trialkit run suite.py:suite --quiet`, on a suite file
+written for each shape (TASKS×TRIALS: 10000x1, 100x100, 100x500, 100x1000 by default, or
+`--shape 1000x50`, repeatable): wall time of the whole process (start-up, loading the suite,
+the run, its report) and its peak RSS, from `wait4`.
 
 Figures are reported in docs/performance.md; nothing here is asserted in tests.
 """
@@ -73,13 +79,96 @@ def measure(total: int, agent_kind: str, concurrency: int) -> dict[str, float]:
     }
 
 
+SUITE = """\
+from trialkit import Suite, Task, graders
+
+
+async def instant(prompt: str) -> str:
+    return f"The capital is Paris ({{prompt}})."
+
+
+suite = Suite(
+    id="overhead",
+    kind="capability",
+    trials={trials},
+    harness=instant,
+    tasks=[
+        Task(
+            id=f"task-{{i}}",
+            input=f"question {{i}}",
+            graders=[graders.contains("paris"), graders.not_contains("berlin")],
+        )
+        for i in range({tasks})
+    ],
+)
+"""
+
+SHAPES = ["10000x1", "100x100", "100x500", "100x1000"]
+
+
+def measure_cli(tasks: int, trials: int) -> dict[str, float]:
+    """Wall seconds and peak RSS of one `trialkit run` of `tasks` × `trials`."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        (root / "suite.py").write_text(SUITE.format(tasks=tasks, trials=trials))
+        command = [sys.executable, "-m", "trialkit", "run", "suite.py:suite", "--quiet"]
+        env = {**os.environ, "TRIALKIT_STORE": str(root / "bench.db")}
+        began = time.perf_counter()
+        child = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+        elapsed = time.perf_counter() - began
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            raise SystemExit(f"trialkit run exited {child.returncode} on {tasks}x{trials}")
+        from trialkit.store import Store
+
+        with Store(f"sqlite:///{root / 'bench.db'}") as store:
+            stored = store.list_runs(limit=1)[0].trials
+    assert stored == tasks * trials, (stored, tasks * trials)
+    return {
+        "trials": tasks * trials,
+        "seconds": round(elapsed, 2),
+        "trials_per_s": round(tasks * trials / elapsed),
+        "cpu_ms_per_trial": round(1000 * (usage.ru_utime + usage.ru_stime) / stored, 3),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+    }
+
+
+def main_cli(shapes: list[str], repeats: int) -> None:
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores: whole `trialkit run` processes"
+    )
+    print(
+        f"{'shape':>10} {'trials':>8} {'seconds':>8} {'trials/s':>9} {'CPU ms/trial':>13}"
+        f" {'peak RSS MB':>12}"
+    )
+    for shape in shapes:
+        tasks, trials = (int(n) for n in shape.lower().split("x"))
+        rows = sorted(
+            (measure_cli(tasks, trials) for _ in range(repeats)), key=lambda r: r["seconds"]
+        )
+        row = rows[len(rows) // 2]
+        rates = f"{rows[-1]['trials_per_s']}–{rows[0]['trials_per_s']}" if repeats > 1 else ""
+        print(
+            f"{shape:>10} {row['trials']:>8} {row['seconds']:>8} {row['trials_per_s']:>9} "
+            f"{row['cpu_ms_per_trial']:>13} {row['peak_rss_mb']:>12}  {rates}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cli", action="store_true", help="whole `trialkit run` processes")
+    parser.add_argument("--shape", action="append", help="with --cli: TASKSxTRIALS (repeatable)")
+    parser.add_argument("--repeats", type=int, default=1, help="with --cli: runs of each shape")
     parser.add_argument("--trials", type=int, action="append", help="trials (repeatable)")
     parser.add_argument("--agent", choices=["async", "sync"], default="async")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cli:
+        main_cli(args.shape or SHAPES, args.repeats)
+        return
     sizes = args.trials or [1000, 10000]
     if args.child:
         print(json.dumps(measure(sizes[0], args.agent, args.concurrency)))

@@ -49,6 +49,8 @@ NOT_TRIALKIT_OPTIONS = {
     "--head",  # ray start --head
     "--tree",  # benchmarks/cli_startup.py --tree
     "--agent",
+    "--cli",  # benchmarks/overhead.py --cli --repeats
+    "--repeats",
     "--quick",
     "--suites",
     "--no-replay",

@@ -528,6 +528,7 @@ class Runner:
                 writer.flush_now()
                 if plans is not None and run.status != "interrupted":
                     report = tallied_report(run, suite_info, plans, tallies)
+                    tallies.clear()  # the report has what it needs of them
                 if self.store is not None and stored:
                     self.store.finish_run(run, report=report)
             except Exception as exc:
