@@ -345,3 +345,23 @@ def test_the_json_form_reads_back(store: Store) -> None:
     health = suite_health(store)
 
     assert SuiteHealth.model_validate_json(health.to_json()) == health
+
+
+def test_counts_read_with_the_task_history_give_the_same_health(store: Store) -> None:
+    from trialkit.store.browse import task_history_and_counts
+
+    write_history(
+        store,
+        [
+            {"flaky": "PFP", "steady": "PPP", "broken": "EEE", "unknown": "U"},
+            {"flaky": "PPP", "steady": "PPP", "broken": "FFF", "new": "P"},
+            {"flaky": "FPF", "steady": "PPP", "broken": "FEF", "new": "PF"},
+        ],
+    )
+    history, counts = task_history_and_counts(store, "suite", runs=2)
+
+    given = suite_health(store, "suite", last=2, counts=counts)
+
+    assert len(counts) == 2 == len(history.runs)
+    assert given == suite_health(store, "suite", last=2)
+    assert given.flaky == ["flaky", "new"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -187,8 +187,12 @@ def suite_health(
     *,
     last: int = DEFAULT_LAST,
     confidence: float = DEFAULT_CONFIDENCE,
+    counts: Mapping[str, dict[str, Counter[Verdict]]] | None = None,
 ) -> SuiteHealth:
-    """The health of `suite_id` (default: the suite of the latest run) over its `last` runs."""
+    """The health of `suite_id` (default: the suite of the latest run) over its `last` runs.
+
+    `counts` are verdict counts the caller has already read (as `verdict_counts` gives them,
+    by run id): the runs they cover are not counted again."""
     if last < 1:
         raise ValueError(f"last={last} must be >= 1")
     if suite_id is None:
@@ -204,7 +208,9 @@ def suite_health(
     ids = [r.id for r in stored]
     models = _history.run_models(store, {r.id: r.config for r in stored})
     plans = _history.planned_tasks(store, ids)
-    counts = _history.verdict_counts(store, ids)
+    read = dict(counts or {})
+    missing = [run_id for run_id in ids if run_id not in read]
+    read |= _history.verdict_counts(store, missing) if missing else {}
     errors = _history.grader_errors(store, ids)
     histories = [
         RunHistory(
@@ -217,7 +223,7 @@ def suite_health(
                 harness=_text(r.config.get("harness")),
             ),
             plans=plans[r.id],
-            counts=counts[r.id],
+            counts=read[r.id],
             grader_errors=errors[r.id],
         )
         for r in stored

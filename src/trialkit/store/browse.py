@@ -9,6 +9,7 @@ Figures equal those of `Store.load_report` (see `run_figures.py`). The matrix is
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -397,6 +398,18 @@ def _latencies(
 
 def task_history(store: Store, suite_id: str, *, runs: int = 30) -> TaskHistory:
     """Each task's verdict in the suite's last `runs` runs: a history strip."""
+    return task_history_and_counts(store, suite_id, runs=runs)[0]
+
+
+VerdictCounts = dict[str, dict[str, Counter[Verdict]]]
+"""{run id: {task id: its trials counted by verdict}}, tasks with trials only."""
+
+
+def task_history_and_counts(
+    store: Store, suite_id: str, *, runs: int = 30
+) -> tuple[TaskHistory, VerdictCounts]:
+    """`task_history`, and the verdict counts it was made from (which `suite_health` takes,
+    so a page showing both groups the runs' trials once)."""
     with _read(store, f"read the task history of suite {suite_id!r}") as conn:
         found = _suite_runs(conn, suite_id, runs)
         run_ids = [row.id for row in found]
@@ -414,7 +427,15 @@ def task_history(store: Store, suite_id: str, *, runs: int = 30) -> TaskHistory:
         )
         for task_id in order
     ]
-    return TaskHistory(suite_id=suite_id, runs=run_ids, tasks=strips)
+    counts = {
+        run_id: {
+            task_id: Counter({v: n for v, n in task.verdicts.items() if n})
+            for task_id, task in tasks.items()
+            if task.trials
+        }
+        for run_id, tasks in planned.items()
+    }
+    return TaskHistory(suite_id=suite_id, runs=run_ids, tasks=strips), counts
 
 
 __all__ = [
@@ -434,4 +455,5 @@ __all__ = [
     "suite_health",
     "suite_trend",
     "task_history",
+    "task_history_and_counts",
 ]

@@ -60,9 +60,9 @@ def suite_page(request: Request) -> Response:
         store: Store,
     ) -> tuple[list[browse.TrendPoint], browse.TaskHistory, SuiteHealth | None]:
         points = browse.suite_trend(store, suite_id, limit=last)
-        history = browse.task_history(store, suite_id, runs=last)
+        history, counts = browse.task_history_and_counts(store, suite_id, runs=last)
         try:
-            health = suite_health(store, suite_id, last=last)
+            health = suite_health(store, suite_id, last=last, counts=counts)
         except HealthError:
             health = None
         return points, history, health
