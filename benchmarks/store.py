@@ -9,6 +9,11 @@ in a child process, with that child's own peak RSS (`os.wait4`). Usage:
     python benchmarks/store.py                        # 100,000 and 1,000,000 trials
     python benchmarks/store.py --trials 10000         # one size
     python benchmarks/store.py --keep /tmp/stores     # keep the SQLite files
+    python benchmarks/store.py --store URL --trials 1000000 --compare 200000
+                                                      # PostgreSQL (an empty database)
+
+`--compare N` also writes two runs of N trials (same tasks, different seeds) and times
+`trialkit compare` of them.
 
 Figures are reported in docs/performance.md; nothing here is asserted in tests.
 """
@@ -228,11 +233,11 @@ def _trial(run_id: str, task: int, index: int, variant: tuple[Transcript, str]) 
     )
 
 
-def fill(url: str, total: int) -> dict[str, float]:
+def fill(url: str, total: int, run_id: str | None = None, seed: int = 7) -> dict[str, float]:
     """One run of `total` trials written in batches; the time of `save_trials` alone."""
-    run_id = f"bench-{total}"
+    run_id = run_id or f"bench-{total}"
     per_task = total // TASKS
-    rng = random.Random(7)
+    rng = random.Random(seed)
     variants = [[transcript_for(t, rng) for _ in range(VARIANTS)] for t in range(TASKS)]
     run = RunInfo(id=run_id, name="bench", started_at=T0, status="running", config={})
     suite = SuiteInfo(id="bench", kind=SuiteKind.CAPABILITY)
@@ -315,13 +320,44 @@ def measure(total: int, folder: Path) -> dict[str, object]:
     return figures
 
 
+def measure_url(url: str, total: int) -> dict[str, object]:
+    """`measure` on a store that is not a file: an empty database at `url`."""
+    figures: dict[str, object] = {"trials": total, **fill(url, total)}
+    trialkit = [sys.executable, "-m", "trialkit"]
+    run = f"bench-{total}"
+    figures["report_table"] = timed([*trialkit, "report", run, "--store", url])
+    figures["report_json"] = timed([*trialkit, "report", run, "--format", "json", "--store", url])
+    figures["runs"] = timed([*trialkit, "runs", "--store", url])
+    return figures
+
+
+def measure_compare(url: str, total: int) -> dict[str, object]:
+    """Two runs of `total` trials, and `trialkit compare` of them."""
+    a, b = f"compare-{total}-a", f"compare-{total}-b"
+    fill(url, total, a, seed=11)
+    fill(url, total, b, seed=12)
+    trialkit = [sys.executable, "-m", "trialkit"]
+    return {
+        "compare_trials": total,
+        "compare": timed([*trialkit, "compare", a, b, "--store", url]),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, action="append", help="trials (repeatable)")
     parser.add_argument("--keep", type=Path, help="write the stores in this folder and keep them")
+    parser.add_argument("--store", help="an empty store's URL (PostgreSQL) instead of SQLite files")
+    parser.add_argument("--compare", type=int, help="also time compare of two runs of N trials")
     args = parser.parse_args()
     sizes = args.trials or [100_000, 1_000_000]
     print(json.dumps(compression()), flush=True)
+    if args.store:
+        for total in sizes:
+            print(json.dumps(measure_url(args.store, total)), flush=True)
+        if args.compare:
+            print(json.dumps(measure_compare(args.store, args.compare)), flush=True)
+        return
     with tempfile.TemporaryDirectory() as temporary:
         folder = args.keep or Path(temporary)
         folder.mkdir(parents=True, exist_ok=True)
