@@ -223,3 +223,19 @@ def test_a_report_that_misses_stored_trials_is_computed_instead(
     kept = store.load_report(sample.run.id, max_results=0)
     assert kept.summary.trials == len(sample.trials) > 0
     assert kept.model_dump() == _computed(store, sample.run.id).model_dump()
+
+
+@pytest.mark.parametrize("max_results", [1, 3, 20])
+def test_a_kept_report_with_its_listed_trials_is_the_report_computed(
+    store: Store, sample: Sample, monkeypatch: pytest.MonkeyPatch, max_results: int
+) -> None:
+    _finish(store, sample)
+    with store._read("test") as conn:
+        computed = store._computed_report(conn, sample.run.id, max_results)
+    assert any(t.results for t in computed.tasks)
+    assert any(t.results_omitted for t in computed.tasks) == (max_results == 1)
+
+    _not_computed(monkeypatch)
+    report = store.load_report(sample.run.id, max_results=max_results)
+
+    assert report.model_dump() == computed.model_dump()

@@ -409,6 +409,28 @@ def _listed(
     return found
 
 
+def with_listed(conn: Connection, kept: Report, max_results: int) -> Report:
+    """`kept` (a report made with `max_results=0`, see `kept_reports`) with the trials each
+    task lists at `max_results`, as `load_report` picks them: every trial of a task of at
+    most `max_results`, else its first `max_results` non-passing ones. Only those trials
+    are read: the figures are the kept ones."""
+    run_id = kept.run.id
+    small = [t.id for t in kept.tasks if 0 < t.trials <= max_results]
+    big = {t.id for t in kept.tasks if t.trials > max_results}
+    found: dict[str, list[TrialResult]] = {}
+    for start in range(0, len(small), _TASKS_PER_QUERY):
+        chunk = small[start : start + _TASKS_PER_QUERY]
+        query = _result_columns().where(trials.c.run_id == run_id, trials.c.task_id.in_(chunk))
+        found |= _results(conn, query, run_id)
+    found |= _listed(conn, run_id, big, max_results)
+    tasks = []
+    for task in kept.tasks:
+        listed = sorted(found.get(task.id, []), key=lambda r: r.trial)[:max_results]
+        update = {"results": listed, "results_omitted": task.trials - len(listed)}
+        tasks.append(task.model_copy(update=update))
+    return kept.model_copy(update={"tasks": tasks})
+
+
 def _results(
     conn: Connection, query: Select[Any] | CompoundSelect[Any], run_id: str
 ) -> dict[str, list[TrialResult]]:

@@ -306,16 +306,15 @@ class Store:
         """The report of a run, as `build_report` makes it from the run's results, but computed
         by the database: a task of more than `max_results` trials is counted and summed in
         SQL, and only the non-passing trials its report lists are read. Transcripts never are.
-        With `max_results=0` (the figures, no trials listed), a finished run's report kept in
-        the store is read instead while the run is as it was (see `kept_reports`); `version`
+        A finished run's report kept in the store is read instead while the run is as it was
+        (see `kept_reports`), and only the trials it lists are read to fill it in; `version`
         is the run's `kept_reports.run_version` when the caller has just read it.
         """
         with self._read(f"load the report of run {run_id!r}") as conn:
-            if max_results == 0:
-                version = version or kept_reports.run_version(conn, run_id)
-                kept = None if version is None else kept_reports.read_kept(conn, run_id, version)
-                if kept is not None:
-                    return kept
+            version = version or kept_reports.run_version(conn, run_id)
+            kept = None if version is None else kept_reports.read_kept(conn, run_id, version)
+            if kept is not None:
+                return kept if max_results == 0 else aggregates.with_listed(conn, kept, max_results)
             return self._computed_report(conn, run_id, max_results)
 
     def _computed_report(self, conn: Connection, run_id: str, max_results: int) -> Report:
