@@ -66,6 +66,9 @@ class RunSettings:
     """Processes (or Ray actors) that run trials."""
     executor: Executor = "local"
     """Where trials run: this machine, or a Ray cluster."""
+    ray_env: tuple[str, ...] = ()
+    """Names of this process's environment variables that Ray actors get too (their values
+    go to the actors only: they are never logged or stored)."""
     min_pass_rate: float | None = None
     """The gate fails when the pass rate is under this."""
     fail_on_error: float = 0
@@ -91,6 +94,11 @@ class RunSettings:
             raise ValueError(f"min_pass_rate must be between 0 and 1, got {self.min_pass_rate}")
         if self.fail_on_error < 0:
             raise ValueError(f"fail_on_error must be >= 0, got {self.fail_on_error}")
+        object.__setattr__(self, "ray_env", tuple(self.ray_env))
+        if self.ray_env and self.executor != "ray":
+            raise SettingsError(
+                "--ray-env passes environment variables to Ray actors: it needs --executor ray"
+            )
         object.__setattr__(self, "task_ids", tuple(self.task_ids))
         object.__setattr__(self, "tags", tuple(self.tags))
 

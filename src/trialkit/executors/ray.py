@@ -9,9 +9,13 @@ fewest trials in flight and comes back as the finished `Trial`.
 Connecting: `ray.init()` joins the cluster that `RAY_ADDRESS` names (or that `ray start`
 started on this machine), and otherwise starts a local one for the run, stopped afterwards. A
 Ray already initialised in this process (by your code) is used as it is and left running.
-Usage statistics are turned off for the cluster trialkit starts. Actors need trialkit and the
-suite's files at the same paths as here, and get the environment of the Ray node (API keys
-included), not this process's.
+Usage statistics are turned off for the cluster trialkit starts.
+
+Actors need not have the suite's files or trialkit at the paths they have here: each actor gets
+the suite's folder and this trialkit through a Ray runtime environment, given when the actor is
+created (`trialkit.executors.ray_runtime`). They get the environment of the Ray node (API keys
+included), not this process's, plus the variables `--ray-env` names, which travel in their
+set-up (never in the runtime environment, which Ray logs).
 
 An actor that dies (its process crashed or was killed) turns its trials in flight into errors
 and is replaced, at most `MAX_DEATHS` times in a run. An actor that does not answer a trial
@@ -23,13 +27,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 
+from trialkit.executors import ray_runtime
 from trialkit.executors.processes import WorkerError, hand_back, lost_trial, worker_setup
 from trialkit.task import Suite
 from trialkit.transcript import ModelCall
@@ -48,6 +56,9 @@ ANSWER_GRACE = 60.0
 STOP_TIMEOUT = 30.0
 """Seconds the actors get to report what they used when the run ends."""
 
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""Colour codes, which Ray puts in the messages of remote errors."""
 
 _runs_on_our_ray = 0
 """Runs of this process using a Ray that trialkit started (`--models` runs several at once):
@@ -68,10 +79,14 @@ class TrialActor:
     """What runs in each Ray actor: the suite, loaded once, and its trials."""
 
     def __init__(self, setup: dict[str, Any]) -> None:
+        import ray
+
         from trialkit._gc import fewer_collections
         from trialkit.executors.worker import _Worker
 
-        self.worker = _Worker(setup)
+        os.environ.update(setup["env"])  # --ray-env: before the suite (and its agents) load
+        ray_runtime.check_cassette(setup, ray.get_runtime_context().get_node_id())
+        self.worker = _Worker(ray_runtime.localise(setup, Path.cwd()))  # cwd: the shipped copy
         self.concurrency: int = setup["concurrency"]
         self._collections = fewer_collections()
         self._collections.__enter__()  # for the actor's whole life: it only runs trials
@@ -110,9 +125,19 @@ class RayPool:
     Use it through `open_ray_pool`, which starts the actors and always kills them.
     """
 
-    def __init__(self, ray: Any, setup: dict[str, Any], *, actors: int, run_id: str) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        setup: dict[str, Any],
+        *,
+        actors: int,
+        run_id: str,
+        runtime_env: dict[str, Any],
+    ) -> None:
         self.ray = ray
         self.setup = setup
+        self.runtime_env = runtime_env
+        """What each actor is created with: the shipped folder and trialkit, by URI."""
         self.size = actors
         self.run_id = run_id
         self.actors: list[_Actor] = []
@@ -141,11 +166,13 @@ class RayPool:
 
     def _new_actor(self) -> _Actor:
         self.started += 1
-        handle = self._remote.options(
+        options = self._remote.options(
             max_concurrency=max(1, self.setup["concurrency"]),
             num_cpus=1,
             name=f"trialkit-{self.run_id}-{self.started}",
-        ).remote(self.setup)
+            runtime_env=self.runtime_env,
+        )
+        handle = options.remote(self.setup)
         actor = _Actor(handle)
         self.actors.append(actor)
         return actor
@@ -154,7 +181,9 @@ class RayPool:
         try:
             await actor.handle.ready.remote()
         except self.ray.exceptions.RayActorError as exc:
-            raise WorkerError(f"a Ray actor could not load the suite: {_cause(exc)}") from None
+            raise WorkerError(
+                f"a Ray actor could not load the suite: {_init_failure(exc)}"
+            ) from None
         actor.ready = True
         self._notify()
 
@@ -211,12 +240,14 @@ class RayPool:
             self.failure = WorkerError(f"{self.deaths} Ray actors were lost (the last {why})")
             self.scope.cancel()
             return
-        replacement = self._new_actor()
+        replacement: _Actor | None = None
         try:
+            replacement = self._new_actor()
             with anyio.fail_after(START_TIMEOUT):
                 await self._ready(replacement)
         except (WorkerError, TimeoutError) as exc:
-            replacement.dead = True
+            if replacement is not None:
+                replacement.dead = True
             self.failure = WorkerError(f"cannot replace a lost Ray actor: {exc}")
             self.scope.cancel()
 
@@ -245,6 +276,7 @@ async def open_ray_pool(
     """Ray actors for one run; when the block ends (or fails) none is left running, and a Ray
     this run started is shut down. `actors` None: one per CPU of the cluster."""
     global _runs_on_our_ray
+    env_vars = ray_runtime.actor_env_vars(runner.options.ray_env)  # before connecting
     ray = import_ray()
     ours = _runs_on_our_ray > 0 or not ray.is_initialized()
     if not ray.is_initialized():
@@ -259,8 +291,9 @@ async def open_ray_pool(
         count = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
         count = min(count, concurrency)
         share = -(-concurrency // count)
-        setup = worker_setup(suite, runner, run_id, share)
-        pool = RayPool(ray, setup, actors=count, run_id=run_id)
+        setup, runtime_env = _shipped_setup(suite, runner, run_id, share, env_vars)
+        runtime_env = await anyio.to_thread.run_sync(ray_runtime.upload, runtime_env)
+        pool = RayPool(ray, setup, actors=count, run_id=run_id, runtime_env=runtime_env)
         error: BaseException | None = None
         try:
             await pool.start()
@@ -277,6 +310,31 @@ async def open_ray_pool(
         _runs_on_our_ray -= ours
         if ours and _runs_on_our_ray == 0:  # the last run on the Ray trialkit started
             ray.shutdown()
+
+
+def _shipped_setup(
+    suite: Suite, runner: Runner, run_id: str, concurrency: int, env_vars: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The actors' set-up, naming the suite as it is in the shipped folder and holding the
+    `--ray-env` variables, and their runtime environment."""
+    setup = worker_setup(suite, runner, run_id, concurrency)
+    assert suite.source is not None  # worker_setup checked
+    folder, source = ray_runtime.shipped_folder(suite.source)
+    cassette = setup["cassette"]
+    if cassette is not None:  # actors use it where it is: make it there, as a recording would
+        Path(cassette["root"]).mkdir(parents=True, exist_ok=True)
+    setup = {**setup, "source": source, "shipped": str(folder), "env": env_vars}
+    root = None if cassette is None else cassette["root"]
+    return setup, ray_runtime.runtime_env(folder, root)
+
+
+def _init_failure(exc: Any) -> str:
+    """What an actor's `__init__` raised, as its last line says it (`TargetError: file:line:
+    ...`), not the remote traceback Ray's message quotes before it."""
+    if not getattr(exc, "actor_init_failed", False):
+        return _cause(exc)
+    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
+    return lines[-1][:1000] if lines else _cause(exc)
 
 
 def _cause(exc: BaseException) -> str:
