@@ -90,6 +90,14 @@ def parse_settings(**options: Any) -> RunSettings:
     "pip install 'trialkit[ray]').",
 )
 @click.option(
+    "--ray-env",
+    "ray_env",
+    multiple=True,
+    metavar="NAME[,NAME...]",
+    help="With --executor ray: pass this environment variable, with its value here, to the "
+    "Ray actors (repeatable). Only the name is ever shown; the value is never logged or stored.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     metavar="SECONDS",
@@ -277,6 +285,7 @@ def run_command(
     concurrency: int,
     workers: int | None,
     executor: str,
+    ray_env: tuple[str, ...],
     timeout: float | None,
     task_ids: tuple[str, ...],
     tags: tuple[str, ...],
@@ -323,6 +332,7 @@ def run_command(
     failed: what finished is stored, --resume continues); 130 interrupted (what finished is
     stored).
     """
+    from trialkit.executors.ray_runtime import parse_names
     from trialkit.progress import Progress, progress_for
     from trialkit.reports import render_terminal
     from trialkit.runner import Runner
@@ -347,6 +357,7 @@ def run_command(
         max_cost=max_cost,
         workers=workers,
         executor=executor,
+        ray_env=parse_names(ray_env),
     )
     suite = _load(target, model, click.get_current_context())
     console = stdout_console()
