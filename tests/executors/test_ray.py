@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,23 +30,6 @@ from trialkit.models.cassette import CacheMode, Cassette
 from trialkit.report import Report
 from trialkit.store import Store
 from trialkit.task import SuiteError
-
-RAY_ADDRESS_VAR = "TRIALKIT_TEST_RAY_ADDRESS"
-REQUIRE_RAY_VAR = "TRIALKIT_REQUIRE_RAY"
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[str]:
-    """The test cluster's address; the driver connects once for the whole module."""
-    address = os.environ.get(RAY_ADDRESS_VAR)
-    if not address:
-        if os.environ.get(REQUIRE_RAY_VAR) == "1":
-            pytest.fail(f"{REQUIRE_RAY_VAR}=1 but {RAY_ADDRESS_VAR} is not set (.ci/ray.sh)")
-        pytest.skip(f"no Ray cluster: set {RAY_ADDRESS_VAR} (.ci/ray.sh starts one)")
-    ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")
-    ray.init(address=address, log_to_driver=False)
-    yield address
-    ray.shutdown()
 
 
 @pytest.fixture
