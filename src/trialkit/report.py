@@ -320,10 +320,16 @@ class TaskPlan(Record):
 def shown_path(file: str) -> str:
     """`file` relative to the working directory when it is under it (with `/` separators, as
     CI annotations want), else as given."""
+    return _shown_path(file, os.getcwd())
+
+
+@functools.lru_cache(maxsize=256)
+def _shown_path(file: str, cwd: str) -> str:
+    """`shown_path` in `cwd`: a suite's thousands of tasks share a few files."""
     path = Path(file)
     if path.is_absolute():
         try:
-            return path.relative_to(Path.cwd()).as_posix()
+            return path.relative_to(cwd).as_posix()
         except ValueError:
             return file
     return path.as_posix() if os.sep != "/" else file
