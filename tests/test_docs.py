@@ -49,7 +49,8 @@ NOT_TRIALKIT_OPTIONS = {
     "--head",  # ray start --head
     "--tree",  # benchmarks/cli_startup.py --tree
     "--agent",
-    "--cli",  # benchmarks/overhead.py --cli --repeats
+    "--cli",  # benchmarks/overhead.py --cli --repeats; benchmarks/store.py --compare
+    "--compare",
     "--repeats",
     "--quick",
     "--suites",
