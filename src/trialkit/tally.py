@@ -33,20 +33,22 @@ class ExactSum:
     """A sum of floats, correctly rounded whatever the order they came in (`math.fsum` of
     them all), from a handful of non-overlapping partials."""
 
-    __slots__ = ("count", "partials")
+    __slots__ = ("count", "partials", "rest")
 
     def __init__(self) -> None:
         self.partials: list[float] = []
-        """Finite and non-overlapping, smallest first; an infinity or nan is kept as it came
-        (after them), so `math.fsum` treats it as it would have."""
+        """Non-overlapping, smallest first: their exact sum is that of the values added."""
+        self.rest: list[float] = []
+        """Values too large (or not finite) to add without overflowing, kept as they came:
+        `math.fsum` of them and the partials treats them as it would have."""
         self.count = 0
 
     def add(self, x: float) -> None:
         self.count += 1
-        partials = self.partials
-        if not math.isfinite(x) or (partials and not math.isfinite(partials[-1])):
-            partials.append(x)
+        if not abs(x) < _HUGE:  # no run's scores or costs: kept aside, so nothing overflows
+            self.rest.append(x)
             return
+        partials = self.partials
         i = 0
         for y in partials:
             if abs(x) < abs(y):
@@ -60,7 +62,11 @@ class ExactSum:
         partials[i:] = [x]
 
     def total(self) -> float:
-        return math.fsum(self.partials)
+        return math.fsum([*self.partials, *self.rest])
+
+
+_HUGE = 2.0**1000
+"""Under it, a sum of fewer than 2**23 values cannot overflow: it stays under 2**1023."""
 
 
 class TaskTally:
@@ -193,7 +199,7 @@ def run_measures(tallies: Sequence[TaskTally]) -> Measures:
     """Mean score and latency percentiles over every trial of `tallies`."""
     from trialkit.report import Measures
 
-    scores = [p for t in tallies for p in t.scores.partials]
+    scores = [p for t in tallies for p in (*t.scores.partials, *t.scores.rest)]
     durations = array("d")
     for t in tallies:
         durations.extend(t.durations)
