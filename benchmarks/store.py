@@ -312,23 +312,23 @@ def measure(total: int, folder: Path) -> dict[str, object]:
     wal = path.with_name(path.name + "-wal")
     if wal.exists():
         figures["wal_mb"] = round(wal.stat().st_size / 1e6, 1)
+    return figures | commands(url, f"bench-{total}")
+
+
+def commands(url: str, run: str) -> dict[str, object]:
+    """`trialkit report` (table and JSON) of `run` and `trialkit runs`, each timed."""
     trialkit = [sys.executable, "-m", "trialkit"]
-    run = f"bench-{total}"
-    figures["report_table"] = timed([*trialkit, "report", run, "--store", url])
-    figures["report_json"] = timed([*trialkit, "report", run, "--format", "json", "--store", url])
-    figures["runs"] = timed([*trialkit, "runs", "--store", url])
-    return figures
+    return {
+        "report_table": timed([*trialkit, "report", run, "--store", url]),
+        "report_json": timed([*trialkit, "report", run, "--format", "json", "--store", url]),
+        "runs": timed([*trialkit, "runs", "--store", url]),
+    }
 
 
 def measure_url(url: str, total: int) -> dict[str, object]:
     """`measure` on a store that is not a file: an empty database at `url`."""
     figures: dict[str, object] = {"trials": total, **fill(url, total)}
-    trialkit = [sys.executable, "-m", "trialkit"]
-    run = f"bench-{total}"
-    figures["report_table"] = timed([*trialkit, "report", run, "--store", url])
-    figures["report_json"] = timed([*trialkit, "report", run, "--format", "json", "--store", url])
-    figures["runs"] = timed([*trialkit, "runs", "--store", url])
-    return figures
+    return figures | commands(url, f"bench-{total}")
 
 
 def measure_compare(url: str, total: int) -> dict[str, object]:

@@ -11,7 +11,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Literal
@@ -401,32 +401,6 @@ def totals_of(results: Sequence[TrialResult]) -> TaskTotals:
     from trialkit.tally import tally
 
     return tally(results, 0).totals()
-
-
-def wall_span(
-    trials: Iterable[tuple[datetime | None, float]],
-) -> dict[str, datetime | None]:
-    """`first_start` and `last_end` of trials given as (started_at, duration_s); both `None`
-    when any start is unknown."""
-    first: datetime | None = None
-    last: datetime | None = None
-    for started, duration in trials:
-        if started is None:
-            return {"first_start": None, "last_end": None}
-        end = started + timedelta(seconds=duration)
-        first = started if first is None or started < first else first
-        last = end if last is None or end > last else last
-    return {"first_start": first, "last_end": last}
-
-
-def listed_results(
-    results: Sequence[TrialResult], max_results: int = MAX_RESULTS_PER_TASK
-) -> list[TrialResult]:
-    """The results a task report lists: all of them, or the first non-passing ones."""
-    ordered = sorted(results, key=lambda r: r.trial)
-    if len(ordered) <= max_results:
-        return ordered
-    return [r for r in ordered if r.verdict is not Verdict.PASS][:max_results]
 
 
 def build_task_report(

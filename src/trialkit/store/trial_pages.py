@@ -84,8 +84,8 @@ def listed_trials(
     store: Store, run_id: str, tasks: Mapping[str, int], *, most: int = MAX_RESULTS_PER_TASK
 ) -> dict[str, list[ListedTrial]]:
     """The trials a report lists for each of `tasks` (task id: its trial count), as
-    `report.listed_results` picks them: all of a task's trials when it has at most `most`,
-    else its first `most` non-passing ones; by trial number. Read from the covering index,
+    `tally.TaskTally` picks them: all of a task's trials when it has at most `most`, else
+    its first `most` non-passing ones; by trial number. Read from the covering index,
     for the tasks of one page only."""
     small = [task for task, n in tasks.items() if n <= most]
     big = [task for task, n in tasks.items() if n > most]
