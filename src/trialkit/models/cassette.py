@@ -168,13 +168,29 @@ hashing, validation and checks of a recording recurse."""
 
 def _load(path: Path) -> _File | None:
     """The recording at `path`, None when there is none; `CassetteError` when it is unusable."""
+    raw = read_recording(path)
+    return None if raw is None else parse_recording(path, raw)
+
+
+def read_recording(path: Path) -> bytes | None:
+    """The bytes of the recording at `path`, None when there is none; `CassetteError` when
+    it cannot be read."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise CassetteError(f"{path}: not readable JSON ({exc}); fix or delete it") from exc
+
+
+def parse_recording(path: Path, raw: bytes) -> _File:
+    """The recording in `raw`, the bytes of the file at `path` (which names it in errors);
+    `CassetteError` when it is unusable."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except RecursionError:
         raise CassetteError(f"{path}: nested too deeply to read; fix or delete it") from None
-    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError included
         raise CassetteError(f"{path}: not readable JSON ({exc}); fix or delete it") from exc
     if nested_deeper_than(data, MAX_DEPTH):
         raise CassetteError(
@@ -449,9 +465,16 @@ class Cassette:
         if key not in self._files:
             with self._lock(key):  # so a stale miss cannot hide a concurrent `record`
                 if key not in self._files:
-                    self._files[key] = _load(self.path_for(model_id, key))
+                    self._files[key] = self._read(model_id, key)
         found = self._files[key]
         return None if found is None else found.at(slot)
+
+    def _read(self, model_id: str, key: str) -> _File | None:
+        """The recording of `key` as it is now, None when there is none (`CassetteError` when
+        it is unusable). Reading, `_write_batch`, `_miss` and `has_recordings` are where a
+        cassette touches its folder: `trialkit.executors.ray_cassette` serves them from
+        another node."""
+        return _load(self.path_for(model_id, key))
 
     def _store(self, model_id: str, kind: Kind, request: dict[str, Any], entry: _Entry) -> None:
         if self.mode not in (CacheMode.RECORD, CacheMode.AUTO):
@@ -493,21 +516,23 @@ class Cassette:
             file = self._current(path, key) or _File(
                 schema_version=SCHEMA_VERSION, key=key, kind=kind, model=model_id, request=request
             )
-            changed = False
-            for entry in batch:
-                old = file.at((entry.trial, entry.occurrence))
-                same = old is not None and (old.response, old.output) == (
-                    entry.response,
-                    entry.output,
-                )
-                if old is None or (self.mode is CacheMode.RECORD and not same):
-                    file.put(entry)
-                    changed = True
-            if changed:
+            if self._merge(file, batch):
                 _write(path, file.model_dump(mode="json", exclude_none=True))
                 self._stamps[key] = _stamp(path)
         self._files[key] = file
         self._near.pop((model_id, kind), None)
+
+    def _merge(self, file: _File, batch: list[_Entry]) -> bool:
+        """Put `batch` into `file` (RECORD replaces a slot, AUTO only fills an empty one);
+        whether that changed it."""
+        changed = False
+        for entry in batch:
+            old = file.at((entry.trial, entry.occurrence))
+            same = old is not None and (old.response, old.output) == (entry.response, entry.output)
+            if old is None or (self.mode is CacheMode.RECORD and not same):
+                file.put(entry)
+                changed = True
+        return changed
 
     def _current(self, path: Path, key: str) -> _File | None:
         """The file as it is on disk: the copy in memory if this cassette wrote it last (the
