@@ -1,5 +1,6 @@
 """`--executor ray` beyond one machine: the suite's folder and trialkit are shipped to the
-actors, and `--ray-env` passes variables by name.
+actors, `--ray-env` passes variables by name, and the cassette stays in this process's folder,
+served to the actors by a keeper on this node.
 
 The cluster of `.ci/ray.sh` has two nodes: a head without CPUs and a second node that runs
 every actor, with its own temporary folder and its own mount namespace, in which
@@ -22,12 +23,15 @@ from typing import Any
 
 import pytest
 
-from tests.executors.conftest import REQUIRE_RAY_VAR
+from tests.capture.helpers import KEY
+from tests.executors.conftest import RAY_ADDRESS_VAR, REQUIRE_RAY_VAR
 from tests.executors.test_ray import run
-from trialkit.executors import WorkerError
+from tests.fakes.provider_server import ProviderServer
+from trialkit.executors.ray_cassette import CassetteKeeper, RemoteCassette, start_keeper
 from trialkit.executors.ray_runtime import localise, parse_names, shipped_folder
 from trialkit.loaders.target import SuiteSource, load_target
-from trialkit.models.cassette import CacheMode, Cassette
+from trialkit.models.cassette import Cassette, CassetteError
+from trialkit.report import Report
 from trialkit.settings import RunSettings, SettingsError
 from trialkit.store import Store
 
@@ -214,28 +218,196 @@ def test_a_folder_over_rays_limit_is_a_clear_error(
     assert "Traceback" not in result.stderr
 
 
-def test_a_cassette_folder_the_node_cannot_see_is_a_clear_error(
-    ray_cluster: str, hidden_suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Actors use the cassette folder where it is here; on a node without it, none starts."""
-    monkeypatch.chdir(tmp_path)
-    cassette = Cassette(hidden_suite / "cassette", CacheMode.RECORD)
-    store = Store("sqlite://")
-    with pytest.raises(WorkerError) as raised:
-        run(
-            load_target(f"{hidden_suite / 'suite.py'}:suite"),
-            executor="ray",
-            workers=1,
-            cassette=cassette,
-            store=store,
+CALLS = """
+import openai
+from trialkit import Suite, Task, graders
+from trialkit.models import get_model
+
+URL = {url!r}
+CITIES = ("Paris", "Rome", "Oslo")
+
+
+def agent(prompt: str) -> str:  # its own SDK client: captured at the HTTP client
+    client = openai.OpenAI(base_url=URL, api_key={key!r}, max_retries=0)
+    try:
+        answer = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{{"role": "user", "content": prompt}}]
         )
-    message = str(raised.value)
-    assert message.startswith(
-        "a Ray actor could not load the suite: RuntimeError: the cassette "
-        f"folder {hidden_suite / 'cassette'} is not on Ray node "
-    ), message
-    assert "Traceback" not in message and "File " not in message
-    assert store.list_runs() == []
+    finally:
+        client.close()
+    return answer.choices[0].message.content or ""
+
+
+def tasks():
+    return [Task(id=c.lower(), input=c, graders=[graders.contains(c)]) for c in CITIES]
+
+
+sdk = Suite(id="sdk", kind="capability", trials=2, harness=agent, tasks=tasks())
+chat = Suite(id="chat", kind="capability", trials=2, tasks=tasks(),
+             model=get_model("openai/gpt-test", base_url=URL, api_key="not-a-secret"))
+"""
+"""Two suites that call the fake provider on loopback: `sdk` with the agent's own OpenAI
+client (recordings of kind `http`), `chat` through trialkit's model layer (kind `model`)."""
+
+
+@pytest.fixture
+def calls_suite(hidden_suite: Path, provider_server: ProviderServer) -> Path:
+    """`calls.py` in the folder the actors' node cannot see; its cassettes go there too."""
+    text = CALLS.format(url=provider_server.openai_base_url, key=KEY)
+    (hidden_suite / "calls.py").write_text(text)
+    return hidden_suite
+
+
+def recordings(folder: Path) -> dict[str, Any]:
+    """A cassette's files (not the manifest) by path, without what differs from one call to
+    the next: the time an answer was recorded, and the id and time the server gave it."""
+    found = {}
+    for path in sorted(folder.glob("*/*/*.json")):
+        data = json.loads(path.read_text())
+        for entry in data["responses"]:
+            entry.pop("recorded_at")
+            for field in ("id", "created"):
+                entry["response"].get("json", {}).pop(field, None)
+        found[str(path.relative_to(folder))] = data
+    return found
+
+
+def manifest_keys(folder: Path) -> list[str]:
+    return list(json.loads((folder / ".last-run.json").read_text())["keys"])
+
+
+def trialkit_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trialkit.cli", "run", "--no-progress", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=cwd,
+        env={**os.environ, "RAY_ADDRESS": os.environ[RAY_ADDRESS_VAR], "NO_COLOR": "1"},
+    )
+
+
+def test_a_recording_on_ray_lands_in_the_drivers_cassette_and_replays_offline(
+    ray_cluster: str, calls_suite: Path, provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    """`--cache record` with the cassette where the actors' node cannot see it: the actors send
+    what they record here, and the files are those of a run in this process. A strict replay on
+    the cluster then needs no model at all."""
+    tasks = ("--task", "paris", "--task", "rome")
+    cassette = calls_suite / "cassette"  # hidden from the second node, like the suite
+    here = trialkit_run(
+        calls_suite, "calls.py:sdk", *tasks, "--cache", str(tmp_path / "here"),
+        "--cache-mode", "record", "--store", str(tmp_path / "here.db"),
+    )  # fmt: skip
+    assert here.returncode == 0, here.stderr[-3000:]
+    on_ray = trialkit_run(
+        calls_suite, "calls.py:sdk", *tasks, "--executor", "ray", "--workers", "2",
+        "--cache", "cassette", "--cache-mode", "record", "--store", str(tmp_path / "ray.db"),
+    )  # fmt: skip
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    assert len(provider_server.requests) == 8  # 2 tasks x 2 trials, in each run
+
+    recorded = recordings(cassette)
+    assert recorded == recordings(tmp_path / "here")  # the same files, keys and entries
+    assert len(recorded) == 2
+    for data in recorded.values():
+        assert data["kind"] == "http"
+        assert [(e["trial"], e["occurrence"]) for e in data["responses"]] == [(0, 0), (1, 0)]
+    assert manifest_keys(cassette) == manifest_keys(tmp_path / "here")  # the actors' keys
+    assert len(manifest_keys(cassette)) == 2
+    assert KEY not in "".join(p.read_text() for p in cassette.rglob("*.json"))
+
+    provider_server.stop()  # a call that is not replayed cannot be answered now
+    replayed = trialkit_run(
+        calls_suite, "calls.py:sdk", *tasks, "--executor", "ray", "--workers", "2",
+        "--cache", "cassette", "--cache-mode", "replay", "--offline",
+        "--store", str(tmp_path / "replay.db"), "--json", str(tmp_path / "replay.json"),
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    summary = json.loads((tmp_path / "replay.json").read_text())["summary"]
+    assert (summary["trials"], summary["errors"], summary["passed_tasks"]) == (4, 0, 2)
+    assert len(provider_server.requests) == 8
+
+
+def test_auto_and_strict_replay_on_ray_use_only_the_drivers_cassette(
+    ray_cluster: str, calls_suite: Path, provider_server: ProviderServer, tmp_path: Path
+) -> None:
+    """Through the model layer: `auto` records only what is missing, into the cassette here; a
+    strict replay answers from it with no server; a request it lacks is an error for its trial
+    (`CassetteMiss`, naming this folder), never a fail and never a call."""
+    cassette = calls_suite / "cassette"
+    chat = f"{calls_suite / 'calls.py'}:chat"
+
+    def on_ray(mode: str, **options: Any) -> Report:
+        return run(
+            load_target(chat), executor="ray", workers=2, cassette=Cassette(cassette, mode),
+            **options,
+        )  # fmt: skip
+
+    first = on_ray("record", task_ids=["paris", "rome"])
+    assert (first.summary.trials, first.summary.errors) == (4, 0)
+    more = on_ray("auto", task_ids=["paris", "rome"], trials=3)
+    assert (more.summary.trials, more.summary.errors) == (6, 0)
+    assert len(provider_server.requests) == 6  # auto called the model for trial 2 only
+    recorded = recordings(cassette)
+    assert len(recorded) == 2
+    for data in recorded.values():
+        assert data["kind"] == "model" and data["model"] == "openai/gpt-test"
+        assert [e["trial"] for e in data["responses"]] == [0, 1, 2]
+
+    provider_server.stop()
+    replayed = on_ray("replay", task_ids=["paris", "rome"], trials=3)
+    assert (replayed.summary.trials, replayed.summary.errors) == (6, 0)
+    assert [t.verdict for t in replayed.tasks] == ["pass", "pass"]
+
+    missed = on_ray("replay", trials=3)  # oslo was never recorded
+    assert (missed.summary.trials, missed.summary.failed, missed.summary.errors) == (9, 0, 3)
+    oslo = next(t for t in missed.tasks if t.id == "oslo")
+    for result in oslo.results:
+        assert result.verdict == "error"
+        assert result.error is not None and result.error.type == "CassetteMiss"
+        message = result.error.message
+        assert f"replay found no recording for task 'oslo', trial {result.trial}" in message
+        assert "how it differs from the closest recording of openai/gpt-test" in message
+        assert str(cassette / "openai__gpt-test") in message  # the folder here, not a copy
+    assert len(provider_server.requests) == 6
+    assert recordings(cassette) == recorded  # a replay writes nothing
+
+    import ray
+
+    with pytest.raises(ValueError, match="Failed to look up actor"):
+        ray.get_actor(f"trialkit-{missed.run.id}-cassette")  # the keeper is gone with the run
+
+
+def test_a_remote_cassette_reads_and_writes_through_its_keeper(
+    ray_cluster: str, tmp_path: Path
+) -> None:
+    """The two halves alone, in this process: what a remote cassette records is in the folder
+    as a local cassette writes it, what is there it replays, and a keeper that is gone is a
+    `CassetteError` for the call, not a hang or a miss."""
+    import ray
+
+    from tests.models.test_cassette import MODEL, req, resp
+
+    name = f"trialkit-test-{tmp_path.name}"
+    keeper = start_keeper(ray, str(tmp_path), "auto", name=name, py_modules=[])
+    ray.get(keeper.ready.remote(), timeout=120)
+    remote = RemoteCassette(str(tmp_path), "auto", keeper)
+    here = Cassette(tmp_path / "local", "auto")
+    for cassette in (remote, here):
+        assert cassette.lookup(MODEL, req(), trial=0, occurrence=0) is None
+        cassette.record(MODEL, req(), resp(), trial=0, occurrence=0)
+    assert recordings(tmp_path) == recordings(tmp_path / "local")
+    assert remote.has_recordings(MODEL)
+    fresh = RemoteCassette(str(tmp_path), "replay", keeper)  # another actor: reads the file
+    answer = fresh.lookup(MODEL, req(), trial=0, occurrence=0)
+    assert answer is not None and answer.message.content == "Paris"
+    miss = fresh.miss(MODEL, req("Rome?"), task_id="t", trial=0, occurrence=0)
+    assert "how it differs from the closest recording" in str(miss)
+
+    ray.kill(keeper)
+    with pytest.raises(CassetteError, match="did not answer"):
+        fresh.lookup(MODEL, req("Oslo?"), trial=0, occurrence=0)
 
 
 # --- without a cluster ----------------------------------------------------------------------
@@ -287,6 +459,14 @@ def test_the_shipped_folder_and_the_paths_in_its_copy(tmp_path: Path) -> None:
     assert moved["source"]["target"] == f"{copy}/other.py:s"
     assert moved["source"]["cwd"] == str(copy)
     assert moved["sys_path"] == [str(copy / "lib"), "/usr"]
+
+
+def test_a_keeper_that_does_not_see_the_drivers_folder_refuses_to_start(tmp_path: Path) -> None:
+    """On the driver's node, but in another container or mount: another folder at that path."""
+    with pytest.raises(CassetteError, match="do not see the run's cassette folder there"):
+        CassetteKeeper(str(tmp_path), "record", (0, 0))
+    found = tmp_path.stat()
+    CassetteKeeper(str(tmp_path), "record", (found.st_dev, found.st_ino))
 
 
 def test_the_home_folder_is_never_shipped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -17,6 +17,11 @@ created (`trialkit.executors.ray_runtime`). They get the environment of the Ray 
 included), not this process's, plus the variables `--ray-env` names, which travel in their
 set-up (never in the runtime environment, which Ray logs).
 
+Results land in this process: actors send each finished trial back, and never open the store or
+the cassette folder. A run with a cassette first starts a keeper on this process's Ray node,
+which reads and writes the folder for the actors (`trialkit.executors.ray_cassette`), so the
+folder need not be on their nodes.
+
 An actor that dies (its process crashed or was killed) turns its trials in flight into errors
 and is replaced, at most `MAX_DEATHS` times in a run. An actor that does not answer a trial
 within the trial's timeout plus `ANSWER_GRACE` is killed and replaced the same way. When the
@@ -37,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from trialkit.executors import ray_runtime
+from trialkit.executors import ray_cassette, ray_runtime
 from trialkit.executors.processes import WorkerError, hand_back, lost_trial, worker_setup
 from trialkit.task import Suite
 from trialkit.transcript import ModelCall
@@ -78,15 +83,20 @@ def import_ray() -> Any:
 class TrialActor:
     """What runs in each Ray actor: the suite, loaded once, and its trials."""
 
-    def __init__(self, setup: dict[str, Any]) -> None:
-        import ray
-
+    def __init__(self, setup: dict[str, Any], keeper: Any = None) -> None:
         from trialkit._gc import fewer_collections
         from trialkit.executors.worker import _Worker
 
         os.environ.update(setup["env"])  # --ray-env: before the suite (and its agents) load
-        ray_runtime.check_cassette(setup, ray.get_runtime_context().get_node_id())
-        self.worker = _Worker(ray_runtime.localise(setup, Path.cwd()))  # cwd: the shipped copy
+        # The cassette's calls to the keeper block the event loop the way reading a local
+        # cassette does (they are sync), on purpose: Ray need not warn about it.
+        os.environ.setdefault("RAY_WARN_BLOCKING_GET_INSIDE_ASYNC", "0")
+        cassette = setup["cassette"]
+        remote = None
+        if keeper is not None and cassette is not None:
+            remote = ray_cassette.RemoteCassette(cassette["root"], cassette["mode"], keeper)
+        shipped = ray_runtime.localise(setup, Path.cwd())  # cwd: the shipped copy
+        self.worker = _Worker(shipped, cassette=remote)
         self.concurrency: int = setup["concurrency"]
         self._collections = fewer_collections()
         self._collections.__enter__()  # for the actor's whole life: it only runs trials
@@ -148,12 +158,15 @@ class RayPool:
         self.failure: WorkerError | None = None
         self.keys: set[str] = set()
         self.run_calls: list[ModelCall] = []
+        self.keeper: Any = None
+        """The run's cassette, kept on this process's node (`ray_cassette`); None without."""
         self._remote = ray.remote(TrialActor)
         self.changed = anyio.Event()
         """Set (and renewed) when an actor becomes ready or is lost."""
 
     async def start(self) -> None:
-        """Start the actors; return when all have loaded the suite."""
+        """Start the cassette's keeper, then the actors; return when all have loaded the suite."""
+        await self._start_keeper()
         fresh = [self._new_actor() for _ in range(self.size)]
         with anyio.move_on_after(START_TIMEOUT) as waited:
             for actor in fresh:
@@ -164,6 +177,30 @@ class RayPool:
                 f"have fewer free CPUs than the {self.size} actors asked for (--workers)"
             )
 
+    async def _start_keeper(self) -> None:
+        cassette = self.setup["cassette"]
+        if cassette is None or cassette["mode"] == "live":
+            return
+        self.keeper = ray_cassette.start_keeper(
+            self.ray,
+            cassette["root"],
+            cassette["mode"],
+            name=f"trialkit-{self.run_id}-cassette",
+            py_modules=self.runtime_env["py_modules"],
+        )
+        try:
+            with anyio.fail_after(START_TIMEOUT):
+                await self.keeper.ready.remote()
+        except TimeoutError:
+            raise WorkerError(
+                f"the Ray actor that keeps the cassette {cassette['root']} on this node did "
+                f"not start within {START_TIMEOUT:g} s"
+            ) from None
+        except self.ray.exceptions.RayError as exc:
+            raise WorkerError(
+                f"cannot keep the cassette for the Ray actors: {_init_failure(exc)}"
+            ) from None
+
     def _new_actor(self) -> _Actor:
         self.started += 1
         options = self._remote.options(
@@ -172,7 +209,7 @@ class RayPool:
             name=f"trialkit-{self.run_id}-{self.started}",
             runtime_env=self.runtime_env,
         )
-        handle = options.remote(self.setup)
+        handle = options.remote(self.setup, self.keeper)
         actor = _Actor(handle)
         self.actors.append(actor)
         return actor
@@ -268,6 +305,16 @@ class RayPool:
                 self.ray.kill(actor.handle)
             actor.dead = True
 
+    async def stop_keeper(self) -> None:
+        """After the actors are gone: the keeper finishes the writes it was sent (Ray's
+        graceful exit), then it is killed if it is still there."""
+        if self.keeper is None:
+            return
+        with contextlib.suppress(Exception), anyio.move_on_after(STOP_TIMEOUT):
+            await self.keeper.__ray_terminate__.remote()
+        with contextlib.suppress(Exception):
+            self.ray.kill(self.keeper)
+
 
 @contextlib.asynccontextmanager
 async def open_ray_pool(
@@ -305,6 +352,8 @@ async def open_ray_pool(
             error = exc
         finally:
             pool.kill()
+            with anyio.CancelScope(shield=True):
+                await pool.stop_keeper()
         hand_back(runner, pool.keys, pool.run_calls, error or pool.failure)
     finally:
         _runs_on_our_ray -= ours
@@ -321,7 +370,7 @@ def _shipped_setup(
     assert suite.source is not None  # worker_setup checked
     folder, source = ray_runtime.shipped_folder(suite.source)
     cassette = setup["cassette"]
-    if cassette is not None:  # actors use it where it is: make it there, as a recording would
+    if cassette is not None:  # the keeper uses it here: make it, as a recording would
         Path(cassette["root"]).mkdir(parents=True, exist_ok=True)
     setup = {**setup, "source": source, "shipped": str(folder), "env": env_vars}
     root = None if cassette is None else cassette["root"]

@@ -19,9 +19,9 @@ runtime-env agent logs each environment it creates, `env_vars` values included, 
 node, and its dashboard and state API show them. They go in the actor's set-up instead, and
 the actor sets them before it loads the suite.
 
-The cassette is not shipped: actors record to and replay from the cassette folder at its path
-here, so that folder must be on every node that runs actors (a shared filesystem);
-`check_cassette` refuses an actor on a node without it. The store is never written by actors.
+The cassette folder is not shipped (`runtime_env` leaves it out of the suite's folder): it stays
+here, and the actors reach it through the run's keeper (`trialkit.executors.ray_cassette`), so
+it need not be on their nodes. The store is never written by actors.
 """
 
 from __future__ import annotations
@@ -184,14 +184,3 @@ def localise(setup: dict[str, Any], copy: Path) -> dict[str, Any]:
     source["target"] = pattern.sub(lambda _: str(copy), source["target"], count=1)
     sys_path = [moved(entry) for entry in setup["sys_path"]]
     return {**setup, "source": source, "sys_path": sys_path}
-
-
-def check_cassette(setup: dict[str, Any], node: str) -> None:
-    """Raise `RuntimeError` when the run's cassette folder is not on this node."""
-    cassette = setup["cassette"]
-    if cassette is not None and not Path(cassette["root"]).is_dir():
-        raise RuntimeError(
-            f"the cassette folder {cassette['root']} is not on Ray node {node}: with --cache "
-            "and --executor ray, the folder must be at that path on every node (a shared "
-            "filesystem)"
-        )

@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -37,6 +37,9 @@ from trialkit._record import ErrorInfo
 from trialkit.executors._frames import Lines
 from trialkit.score import Verdict
 from trialkit.trial import Trial, TrialStatus
+
+if TYPE_CHECKING:
+    from trialkit.models.cassette import Cassette
 
 EXIT_SIGTERM = 128 + signal.SIGTERM
 STOP_GRACE = 5.0
@@ -78,9 +81,10 @@ class _Channel:
 
 
 class _Worker:
-    """The suite, loaded here, and what runs its trials."""
+    """The suite, loaded here, and what runs its trials. `cassette`: the run's cassette as
+    this worker reaches it, when not at the folder the set-up names (a Ray actor's)."""
 
-    def __init__(self, setup: dict[str, Any]) -> None:
+    def __init__(self, setup: dict[str, Any], cassette: Cassette | None = None) -> None:
         from trialkit.loaders.target import load_target
         from trialkit.models.cassette import Cassette
         from trialkit.models.retry import RetryPolicy
@@ -96,11 +100,12 @@ class _Worker:
             os.chdir(here)
         if setup["suite_model"] is not None and suite.model != setup["suite_model"]:
             suite = dataclasses.replace(suite, model=setup["suite_model"])  # `--models` runs
-        cassette = setup["cassette"]
+        if cassette is None and setup["cassette"] is not None:
+            cassette = Cassette(setup["cassette"]["root"], setup["cassette"]["mode"])
         self.runner = Runner(
             model=setup["model"],
             judge_model=setup["judge_model"],
-            cassette=None if cassette is None else Cassette(cassette["root"], cassette["mode"]),
+            cassette=cassette,
             retry=RetryPolicy(**setup["retry"]),
             capture=setup["capture"],
             offline=setup["offline"],
