@@ -272,6 +272,21 @@ class Runner:
             self.task_ids = await self._rerun_selection(suite, rerun, only)
             origin = {"rerun_of": rerun, "rerun_only": only}
         planned = self.plan(suite)
+        # A writer process (for a large run) starts now, so its imports overlap the run's own
+        # start instead of holding back its first trials.
+        writer = TrialWriter(self.store, trials=sum(p.trials for p in planned))
+        try:
+            return await self._run_planned(suite, planned, origin, writer)
+        finally:
+            writer.shut()
+
+    async def _run_planned(
+        self,
+        suite: Suite,
+        planned: list[PlannedTask],
+        origin: dict[str, Any],
+        writer: TrialWriter,
+    ) -> Report:
         harness = self.harness_for(suite, planned)
         run = RunInfo(
             id=new_run_id(),
@@ -291,7 +306,15 @@ class Runner:
         todo = self._schedule(suite, planned, {})
         tallies = {p.task.id: TaskTally(MAX_RESULTS_PER_TASK) for p in planned}
         report = await self._execute(
-            suite, harness, run, suite_info, todo, tallies, plans=plans, create=create
+            suite,
+            harness,
+            run,
+            suite_info,
+            todo,
+            tallies,
+            plans=plans,
+            create=create,
+            writer=writer,
         )
         return report or tallied_report(run, suite_info, plans, tallies)
 
@@ -430,6 +453,7 @@ class Runner:
         plans: Sequence[TaskPlan] | None = None,
         create: Callable[[], Awaitable[None]] | None = None,
         stored_before: int = 0,
+        writer: TrialWriter | None = None,
     ) -> Report | None:
         """Run the `todo` trials on bounded workers, store and export each, and close the run.
 
@@ -439,14 +463,13 @@ class Runner:
         the store to keep (it need not compute it again) and returned.
         `create` stores a new run, once its executor has started: a run whose workers or
         cluster cannot start leaves nothing behind. `stored_before`: the finished trials a
-        resumed run had stored already.
+        resumed run had stored already. `writer`: the run's trial writer, if made already.
         """
         threads = anyio.to_thread.current_default_thread_limiter()
         threads.total_tokens = max(threads.total_tokens, self.concurrency)
         self.last_run = run
         self.finished = 0
         self._export("on_run_start", run, suite_info)
-        writer = TrialWriter(self.store)
         if isinstance(todo, AdaptiveQueue):
             adaptive, fixed = todo, None
             total = todo.remaining()  # at most: adaptive runs usually stop before
@@ -477,17 +500,19 @@ class Runner:
                 kept = tallies.get(item.task.id)
                 if kept is not None:
                     kept.add(TrialResult.from_trial(trial))
-                await writer.put(trial)
+                await writing.put(trial)
                 self._export("on_trial", trial)
                 self.finished += 1
                 if self.progress is not None:
                     self.progress.advance(trial)
+                await writing.give_way()
 
         settings = self.run_settings(suite)
         if settings.capture or settings.offline:
             from trialkit.capture.hook import install
 
             install(offline=settings.offline)
+        writing = writer or TrialWriter(self.store, trials=total)
         stored = create is None
         running = False
         report: Report | None = None
@@ -501,11 +526,11 @@ class Runner:
                     running = True
                     run_trial = executor or run_trial
                     async with anyio.create_task_group() as tg:
-                        tg.start_soon(writer.loop)
+                        tg.start_soon(writing.loop)
                         async with anyio.create_task_group() as workers:
                             for _ in range(min(self.concurrency, total)):
                                 workers.start_soon(worker)
-                        writer.close()
+                        writing.close()
             run.status = "completed"
             if budget.spent_out() and self.finished < total:
                 run.status = "stopped"
@@ -525,7 +550,10 @@ class Runner:
                 run.config["judge_controls"] = run_calls_summary(settings.run_calls)
             run.finished_at = datetime.now(UTC)
             try:
-                writer.flush_now()
+                try:
+                    writing.flush_now()
+                finally:
+                    writing.shut()
                 if plans is not None and run.status != "interrupted":
                     report = tallied_report(run, suite_info, plans, tallies)
                     tallies.clear()  # the report has what it needs of them
@@ -558,7 +586,7 @@ class Runner:
             store = self.store
             if isinstance(broken, StoreError) and store is not None and store.url not in reason:
                 reason = f"the store {store.url}: {reason}"  # the line names the store
-            stored_trials = stored_before + writer.saved
+            stored_trials = stored_before + writing.saved
             raise RunFailed(reason, run_id=run.id, stored=stored_trials) from broken
         return report
 

@@ -21,13 +21,14 @@ report and export writers and the command line's output.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 if TYPE_CHECKING:
@@ -111,7 +112,31 @@ def _text(value: str | bytes) -> str:
     return os.fsdecode(value) if isinstance(value, bytes) else value
 
 
+_held = threading.local()
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Inside the block, this thread looks the known secrets up once, not at every string:
+    for a batch of work that redacts thousands of strings (the store saving trials), whose
+    secrets do not change meanwhile."""
+    if getattr(_held, "pattern", _NOT_HELD) is not _NOT_HELD:
+        yield  # nested: the outer block holds them
+        return
+    _held.pattern = _pattern(known_secrets())
+    try:
+        yield
+    finally:
+        _held.pattern = _NOT_HELD
+
+
+_NOT_HELD: Any = object()
+
+
 def _current_pattern() -> re.Pattern[str] | None:
+    pattern = getattr(_held, "pattern", _NOT_HELD)
+    if pattern is not _NOT_HELD:
+        return pattern  # type: ignore[no-any-return]
     return _pattern(known_secrets())
 
 

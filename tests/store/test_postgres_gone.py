@@ -24,6 +24,7 @@ from trialkit import Suite, Task
 from trialkit._errors import RunFailed
 from trialkit.runner import Runner
 from trialkit.store import Store
+from trialkit.store.writer_process import MODE_ENV_VAR
 
 
 class Relay:
@@ -79,7 +80,11 @@ def schema_url(postgres_admin: Engine) -> Iterator[str]:
     yield from postgres_schema_url(postgres_admin)
 
 
-def test_postgres_gone_mid_run_is_exit_4_and_resume_finishes(schema_url: str) -> None:
+@pytest.mark.parametrize("writer", ["thread", "process"])
+def test_postgres_gone_mid_run_is_exit_4_and_resume_finishes(
+    schema_url: str, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MODE_ENV_VAR, writer)  # the trials saved in this process, or by a writer
     real = make_url(schema_url)
     relay = Relay((real.host or "127.0.0.1", real.port or 5432))
     through_relay = real.set(host="127.0.0.1", port=relay.port).render_as_string(

@@ -28,6 +28,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from trialkit._record import Record
 from trialkit.report import MAX_RESULTS_PER_TASK, Report, RunInfo, SuiteInfo, TaskPlan
 from trialkit.score import Verdict
+from trialkit.secrets import held as held_secrets
 from trialkit.store import aggregates, kept_reports, rows, run_figures, schema, search_index
 from trialkit.store import labels as store_labels
 from trialkit.store.encoding import SafeText
@@ -36,7 +37,13 @@ from trialkit.store.errors import AmbiguousRun, RunNotFound, StoreError, TrialNo
 from trialkit.store.labels import PendingReview
 from trialkit.store.migrations import migrate
 from trialkit.store.schema import run_tasks, runs, scores, trials
-from trialkit.store.urls import mask_url, resolve_store_url
+from trialkit.store.urls import (
+    is_sqlite_memory,
+    mask_url,
+    parse_url,
+    resolve_store_url,
+    sqlite_file,
+)
 from trialkit.task import SuiteKind
 from trialkit.trial import Trial
 
@@ -82,6 +89,10 @@ class Store:
         """The store's URL, with any password hidden."""
         self._closed = False
         self._engine: Engine = create_store_engine(url, create=create)
+        self.open_url = _open_url(url)
+        """The URL another process opens this store with (kept in memory only, and never
+        shown: it may hold a password); `None` for an in-memory database, which only this
+        process sees."""
         self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
         try:
             migrate(self._engine, where=self.url, create=create)
@@ -134,8 +145,6 @@ class Store:
         latest = {(t.run_id, t.task_id, t.index): t for t in trials}
         if not latest:
             return
-        trial_rows = [rows.trial_row(t) for t in latest.values()]
-        score_rows = [row for t in latest.values() for row in rows.score_rows(t)]
         by_run: dict[str, list[tuple[str, int]]] = {}
         for run_id, task_id, index in latest:
             by_run.setdefault(run_id, []).append((task_id, index))
@@ -143,10 +152,13 @@ class Store:
             suites = search_index.suites_of(conn, by_run)
         docs: list[dict[str, Any]] = []
         tools: list[dict[str, Any]] = []
-        for t in latest.values():  # an unknown run is refused below, by its foreign key
-            found = search_index.trial_documents(t, suites.get(t.run_id, ""))
-            docs.extend(found[0])
-            tools.extend(found[1])
+        with held_secrets():  # looked up once for the thousands of strings redacted here
+            trial_rows = [rows.trial_row(t) for t in latest.values()]
+            score_rows = [row for t in latest.values() for row in rows.score_rows(t)]
+            for t in latest.values():  # an unknown run is refused below, by its foreign key
+                found = search_index.trial_documents(t, suites.get(t.run_id, ""))
+                docs.extend(found[0])
+                tools.extend(found[1])
         with self._write(f"save trials of run {', '.join(map(repr, by_run))}") as conn:
             if conn.dialect.name == "postgresql":
                 # Writers of one run take turns (SQLite's BEGIN IMMEDIATE serializes them all):
@@ -335,19 +347,26 @@ class Store:
         version = kept_reports.run_version(conn, run_id)
         if version is None:
             return
-        report = self._made_report(conn, run_id, made)
-        report = report or self._computed_report(conn, run_id, 0)
-        if report.run.status == "running":
+        stored = self._made_report(conn, run_id, made)
+        if made is not None and stored is not None:
+            report, (run, suite) = made, stored
+        else:
+            report = self._computed_report(conn, run_id, 0)
+            run, suite = report.run, report.suite
+        if run.status == "running":
             return
-        figures = run_figures.computed_figures(conn, {run_id: report.run.config})[run_id]
+        figures = run_figures.computed_figures(conn, {run_id: run.config})[run_id]
         latencies = (report.summary.latency_p50_s, report.summary.latency_p95_s)
         figures = dataclasses.replace(figures, latencies=latencies)
-        kept_reports.keep(conn, run_id, version, report, figures.to_kept())
+        kept_reports.keep(conn, run_id, version, report, figures.to_kept(), run=run, suite=suite)
 
-    def _made_report(self, conn: Connection, run_id: str, made: Report | None) -> Report | None:
-        """`made` as the store would compute it (`max_results=0`), or `None` when it is not
-        the report of the run as stored: another process added trials, or the tasks differ.
-        The run and suite are read back (the config as stored: secrets redacted)."""
+    def _made_report(
+        self, conn: Connection, run_id: str, made: Report | None
+    ) -> tuple[RunInfo, SuiteInfo] | None:
+        """The run and suite to keep `made` with, read back from the store (the config as
+        stored: secrets redacted); `None` when `made` is not the report of the run as stored:
+        another process added trials, or the tasks differ. Kept, `made` lists no trials
+        (`kept_reports.keep`), as one the store computes with `max_results=0`."""
         if made is None or made.run.id != run_id:
             return None
         stored = conn.execute(select(func.count()).where(trials.c.run_id == run_id)).scalar_one()
@@ -362,10 +381,7 @@ class Store:
         ).scalars()
         if list(plans) != [t.id for t in made.tasks]:
             return None
-        tasks = [
-            t.model_copy(update={"results": [], "results_omitted": t.trials}) for t in made.tasks
-        ]
-        return made.model_copy(update={"run": run, "suite": suite, "tasks": tasks})
+        return run, suite
 
     def load_trial(self, run_id: str, task_id: str, index: int) -> Trial:
         """One trial in full, transcript and outcome included."""
@@ -434,6 +450,17 @@ class Store:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"the store {self.url} is closed")
+
+
+def _open_url(url: str) -> str | None:
+    parsed = parse_url(url)
+    if is_sqlite_memory(parsed):
+        return None
+    path = sqlite_file(parsed)
+    if path is None:
+        return url
+    # A relative file, as the folder this process started in saw it.
+    return parsed.set(database=str(path.absolute())).render_as_string(hide_password=False)
 
 
 _DELETE_SCORES = delete(scores).where(

@@ -1,0 +1,260 @@
+"""Trials saved by a process of their own, so the store's work leaves the run's interpreter.
+
+Saving a trial (its rows, its search documents, redacting every string, the SQL) costs about
+0.2 ms of CPU. In a thread of the run's own process that time is taken from the event loop,
+which shares the interpreter's lock with it: on a latency-bound run it was most of what trialkit
+added to each model call. A large run against a store in a file or a database server therefore
+hands its finished trials, as JSON, to a writer process that opens the same store and saves them
+there, on another core. The run's process still creates and finishes the run; only the trials
+go through the writer.
+
+The wire: the parent writes a set-up line (the store's URL, and the secrets it knows), then for
+each batch a header line and one line of `Trial.model_dump_json()` per trial (pydantic escapes
+newlines inside strings, so a trial never spans lines); the writer answers each batch with one
+line, `{"saved": N}` or `{"error": ..., "store": true|false}`. Secrets go through the pipe,
+never on a command line, into the environment or onto disk.
+
+Nothing is lost when the writer cannot do its part: a batch it could not read, or every batch
+once it has died, is saved by the parent itself (a batch is one transaction, and saving a trial
+again replaces it). An error of the store itself (locked, full, refused) is raised in the parent
+as the `StoreError` it was, as the thread would have raised it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from trialkit.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from trialkit.store.store import Store
+    from trialkit.trial import Trial
+
+MODE_ENV_VAR = "TRIALKIT_STORE_WRITER"
+"""`process`, `thread` or `auto` (the default): where a run's trials are saved."""
+MIN_TRIALS = 1_000
+"""With `auto`, runs planning at least this many trials use a writer process: below it, the
+process's start (about 0.4 s of CPU, on another core) is not worth it."""
+STOP_TIMEOUT_S = 10.0
+"""How long the writer may take to exit once its input is closed."""
+
+_ROOT = str(Path(__file__).resolve().parents[2])
+"""The folder `trialkit` is imported from: put first on the writer's path, so it runs this
+code, whatever the run's process added to its own path."""
+_ENTRY = (
+    f"import sys; sys.path.insert(0, {_ROOT!r}); "
+    "from trialkit.store.writer_process import serve; serve()"
+)
+
+
+def wanted(store: Store, trials: int) -> bool:
+    """Whether a run of `trials` trials should save them through a writer process."""
+    mode = os.environ.get(MODE_ENV_VAR, "auto").strip().lower()
+    if mode == "thread" or store.open_url is None:  # an in-memory database: only one process
+        return False
+    return mode == "process" or trials >= MIN_TRIALS
+
+
+class WriterProcess:
+    """A writer process for one run's trials: `save_trials` as `Store.save_trials` does it.
+
+    Started at once, so its imports overlap the run's start; batches that come before it is
+    ready are saved by the parent. Used from one thread at a time (the run's writer thread).
+    """
+
+    def __init__(self, store: Store) -> None:
+        assert store.open_url is not None
+        self.store = store
+        self._sent_secrets: frozenset[str] | None = None
+        self._ready = False
+        self._dead: str | None = None
+        """Why the writer is gone (the parent saves from then on), or `None` while it works."""
+        self._lock = threading.Lock()
+        try:
+            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [sys.executable, "-c", _ENTRY],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+            )
+        except OSError as exc:
+            self._proc = None
+            self._dead = f"it could not start ({exc})"
+            return
+        self._send_line({"url": store.open_url})
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None
+
+    def save_trials(self, trials: Sequence[Trial]) -> None:
+        with self._lock:
+            if self._dead is None:
+                try:
+                    lines = [t.model_dump_json().encode() for t in trials]
+                except ValueError:  # a trial JSON cannot carry (pydantic refused it): save here
+                    lines = None
+                if lines is not None and self._save_there(lines):
+                    return
+            self.store.save_trials(trials)
+
+    def _save_there(self, lines: list[bytes]) -> bool:
+        """Send a batch to the writer: `True` once it is saved, `False` when the parent must
+        save it; a `StoreError` when the store refused it."""
+        from trialkit.secrets import known_secrets
+
+        header: dict[str, Any] = {"trials": len(lines)}
+        known = known_secrets()
+        if known != self._sent_secrets:
+            header["secrets"] = sorted(known)
+        try:
+            proc = self._running()
+            if not self._ready:
+                assert proc.stdout is not None
+                if not select.select([proc.stdout], [], [], 0)[0]:
+                    return False  # still starting (its imports take a while): saved here
+                self._expect(proc, "ready")
+                self._ready = True
+            self._send_line(header, lines)
+            self._sent_secrets = known
+            answer = self._expect(proc, "saved")
+        except _Gone as gone:
+            self._give_up(str(gone))
+            return False
+        if answer.get("saved") == len(lines):
+            return True
+        if answer.get("store"):
+            raise StoreError(str(answer.get("error")))
+        return False  # the writer could not read the batch: saved by the parent instead
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            raise _Gone("it is not running")
+        return proc
+
+    def _send_line(self, header: dict[str, Any], lines: Sequence[bytes] = ()) -> None:
+        proc = self._running()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(header).encode() + b"\n")
+            for line in lines:  # no joined copy of the batch
+                proc.stdin.write(line)
+                proc.stdin.write(b"\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise _Gone(f"it stopped reading ({exc.__class__.__name__})") from None
+
+    def _expect(self, proc: subprocess.Popen[bytes], key: str) -> dict[str, Any]:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            code = proc.wait()
+            raise _Gone(f"it ended (exit code {code})")
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            raise _Gone(f"it answered {line[:80]!r}") from None
+        if not isinstance(answer, dict):
+            raise _Gone(f"it answered {line[:80]!r}")
+        if key == "ready" and answer.get("ready") is not True:
+            raise _Gone(f"it could not open the store: {answer.get('error')}")
+        return answer
+
+    def _give_up(self, why: str) -> None:
+        self._dead = why
+        self._stop(kill=True)
+
+    def close(self) -> None:
+        """Let the writer finish and exit (it has answered every batch already)."""
+        with self._lock:
+            self._stop(kill=False)
+
+    def _stop(self, *, kill: bool) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        if kill:
+            proc.kill()
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+class _Gone(Exception):
+    """The writer process cannot take batches any more."""
+
+
+# --- the writer process -------------------------------------------------------------------
+
+
+def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> None:
+    """The writer's side: open the store, then save each batch and answer it, until the
+    parent closes the pipe."""
+    import gc
+    import warnings
+
+    from trialkit._gc import RUN_THRESHOLDS
+
+    warnings.simplefilter("ignore")  # nobody reads this process's stderr
+    source = stdin or sys.stdin.buffer
+    sink = stdout or sys.stdout.buffer
+
+    def answer(value: dict[str, Any]) -> None:
+        sink.write(json.dumps(value).encode() + b"\n")
+        sink.flush()
+
+    set_up = source.readline()
+    if not set_up:
+        return
+    from trialkit.secrets import register_secret
+    from trialkit.store.store import Store
+    from trialkit.trial import Trial
+
+    try:
+        store = Store(json.loads(set_up)["url"])
+    except Exception as exc:  # told to the parent, which saves by itself
+        answer({"ready": False, "error": f"{exc.__class__.__name__}: {exc}"})
+        return
+    # What the imports and the store made lives as long as the process: out of the collector's
+    # way. A batch's trials are freed by reference counting; collected every batch, with the
+    # default thresholds, they cost the writer five times the CPU of reading them.
+    gc.freeze()
+    gc.set_threshold(*RUN_THRESHOLDS)
+    answer({"ready": True})
+    with store:
+        while header_line := source.readline():
+            header = json.loads(header_line)
+            register_secret(*header.get("secrets", ()))
+            lines = [source.readline() for _ in range(int(header["trials"]))]
+            try:
+                batch = [Trial.model_validate_json(line) for line in lines]
+            except ValueError as exc:
+                answer({"error": f"a trial could not be read: {exc}", "store": False})
+                continue
+            try:
+                store.save_trials(batch)
+            except StoreError as exc:
+                answer({"error": str(exc), "store": True})
+                continue
+            except Exception as exc:  # the parent saves this batch itself
+                answer({"error": f"{exc.__class__.__name__}: {exc}", "store": False})
+                continue
+            answer({"saved": len(batch)})
