@@ -19,6 +19,7 @@ from trialkit.store.encoding import (
     ZLIB,
     escape_nul,
     pack_json,
+    pack_json_parts,
     unescape_nul,
     unpack_json,
 )
@@ -142,6 +143,15 @@ def test_packing_keeps_small_json_as_text_and_round_trips_large_json() -> None:
     assert packed is not None
     assert unpack_json(text, packed) == large
     assert unpack_json(text, memoryview(packed)) == large
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(["{", "a", "é", "\x00", "}"]), max_size=700)))
+def test_packing_in_parts_is_packing_the_whole(parts: list[str]) -> None:
+    whole = "".join(parts)
+    text, packed = pack_json_parts(parts)
+    assert text == pack_json(whole)[0]
+    assert (packed is None) == (len(whole) < PACK_MIN_CHARS)
+    assert unpack_json(text, packed) == whole
 
 
 def test_an_unknown_packing_is_refused_with_a_message(store: Store) -> None:

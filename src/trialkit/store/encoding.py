@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterable
 
 from sqlalchemy import Text
 from sqlalchemy.engine import Dialect
@@ -65,6 +66,26 @@ def pack_json(text: str) -> tuple[str, bytes | None]:
     if len(text) < PACK_MIN_CHARS:
         return text, None
     return "", ZLIB + zlib.compress(text.encode(), _ZLIB_LEVEL)
+
+
+def pack_json_parts(parts: Iterable[str]) -> tuple[str, bytes | None]:
+    """`pack_json` of the JSON document made of `parts`, compressed as they come: a large one
+    is never held whole, as text or as bytes."""
+    head: list[str] = []
+    size = 0
+    chunks = iter(parts)
+    for part in chunks:
+        head.append(part)
+        size += len(part)
+        if size >= PACK_MIN_CHARS:
+            break
+    else:
+        return "".join(head), None
+    packer = zlib.compressobj(_ZLIB_LEVEL)
+    out = [ZLIB, packer.compress("".join(head).encode())]
+    out.extend(packer.compress(part.encode()) for part in chunks)
+    out.append(packer.flush())
+    return "", b"".join(out)
 
 
 def unpack_json(text: str, packed: bytes | None) -> str:

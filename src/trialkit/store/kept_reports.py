@@ -17,15 +17,15 @@ listed trials are read for the tasks a page shows (`trial_pages.listed_trials`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select
 
 from trialkit._version import __version__
-from trialkit.report import REPORT_SCHEMA_VERSION, Report
+from trialkit.report import REPORT_SCHEMA_VERSION, Report, RunInfo, SuiteInfo
 from trialkit.store import rows
-from trialkit.store.encoding import pack_json, unpack_json
+from trialkit.store.encoding import pack_json_parts, unpack_json
 from trialkit.store.errors import StoreError
 from trialkit.store.schema import labels, run_reports, runs, trials
 
@@ -106,11 +106,20 @@ def read_kept(conn: Connection, run_id: str, version: str) -> Report | None:
 
 
 def keep(
-    conn: Connection, run_id: str, version: str, report: Report, figures: dict[str, Any]
+    conn: Connection,
+    run_id: str,
+    version: str,
+    report: Report,
+    figures: dict[str, Any],
+    *,
+    run: RunInfo | None = None,
+    suite: SuiteInfo | None = None,
 ) -> None:
-    """Keep `report` (made with `max_results=0`) and the run's headline `figures` (a JSON
-    object, see `run_figures`) as those of `run_id` at `version`."""
-    text, packed = pack_json(report.model_dump_json())
+    """Keep `report` and the run's headline `figures` (a JSON object, see `run_figures`) as
+    those of `run_id` at `version`. What is kept lists no trials (as `max_results=0` makes
+    it): the trials `report` lists are left out, and counted as omitted. `run` and `suite`,
+    when given, are kept instead of the report's own."""
+    text, packed = pack_json_parts(_kept_json(report, run, suite))
     conn.execute(delete(run_reports).where(run_reports.c.run_id == run_id))
     conn.execute(
         insert(run_reports).values(
@@ -127,3 +136,17 @@ def is_kept(conn: Connection, run_id: str) -> bool:
     """Whether `run_id` has a kept report (of any version)."""
     found = select(run_reports.c.run_id).where(run_reports.c.run_id == run_id)
     return conn.execute(found).first() is not None
+
+
+def _kept_json(report: Report, run: RunInfo | None, suite: SuiteInfo | None) -> Iterator[str]:
+    """The JSON of `report` as kept, in parts: task by task, so a report of many tasks is
+    neither copied nor held as one string (10,000 task reports are 30 MB as objects)."""
+    head = report.model_dump_json(exclude={"tasks", "run", "suite"})
+    yield head[:-1]  # without its closing brace: the parts below follow inside it
+    yield ',"run":' + (run or report.run).model_dump_json()
+    yield ',"suite":' + (suite or report.suite).model_dump_json()
+    yield ',"tasks":['
+    for i, task in enumerate(report.tasks):
+        body = task.model_dump_json(exclude={"results", "results_omitted"})
+        yield f'{"," if i else ""}{body[:-1]},"results":[],"results_omitted":{task.trials}}}'
+    yield "]}"
