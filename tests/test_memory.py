@@ -68,3 +68,19 @@ def test_a_run_holds_a_bounded_amount_per_trial(
     # 512 of them, however many the run has) are held by both sizes alike, give or take
     # where the peak falls.
     assert per_trial < 1000, f"{per_trial:.0f} bytes held per trial ({small=}, {large=})"
+
+
+def test_kept_records_share_their_field_sets_and_stay_equal() -> None:
+    from trialkit._record import share_field_sets
+    from trialkit.report import TaskPlan
+    from trialkit.task import SuiteKind
+
+    plans = [TaskPlan(id=f"t{i}", kind=SuiteKind.REGRESSION, tags=["a"]) for i in range(3)]
+    alone = TaskPlan(id="t0", kind=SuiteKind.REGRESSION, tags=["a"])
+    for plan in plans:
+        share_field_sets(plan)
+    assert plans[0].__pydantic_fields_set__ is plans[2].__pydantic_fields_set__
+    assert plans[0] == alone  # what a record is does not change
+    assert plans[0].model_dump(exclude_unset=True) == alone.model_dump(exclude_unset=True)
+    copied = plans[0].model_copy(update={"line": 3})
+    assert "line" in copied.model_fields_set and "line" not in plans[1].model_fields_set

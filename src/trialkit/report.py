@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import AwareDatetime, Field
 
 from trialkit import metrics
-from trialkit._record import ErrorInfo, Record
+from trialkit._record import ErrorInfo, Record, share_field_sets
 from trialkit.models.pricing import add_costs
 from trialkit.score import Score, Verdict
 from trialkit.task import SuiteKind
@@ -305,7 +305,7 @@ class TaskPlan(Record):
         """The plan of `task`, with its source location (`Task.source`) as `shown_path` gives
         it, its reference and its criteria."""
         file, line = (None, None) if task.source is None else task.source
-        return cls(
+        plan = cls(
             id=task.id,
             kind=kind,
             expect=task.expect,
@@ -315,6 +315,8 @@ class TaskPlan(Record):
             reference=task.reference,
             criteria=task.criteria,
         )
+        share_field_sets(plan)  # one per task, for the whole run
+        return plan
 
 
 def shown_path(file: str) -> str:
@@ -422,7 +424,7 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
     decided = passed + failed
     trials = decided + totals.errors + totals.unknown
     counts = zip(Verdict, (passed, failed, totals.errors, totals.unknown), strict=True)
-    return TaskReport(
+    report = TaskReport(
         id=plan.id,
         kind=plan.kind,
         expect=plan.expect,
@@ -452,6 +454,8 @@ def task_report(plan: TaskPlan, totals: TaskTotals, results: list[TrialResult]) 
         results=results,
         results_omitted=trials - len(results),
     )
+    share_field_sets(report)  # a run of many tasks holds one per task: as light as it can be
+    return report
 
 
 def _wall_seconds(totals: TaskTotals) -> float | None:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from trialkit import metrics
+from trialkit._record import share_field_sets
 from trialkit.score import Verdict
 from trialkit.transcript import Usage
 
@@ -153,6 +154,7 @@ class TaskTally:
             full = len(listed) >= self.max_results
             if passed or (full and (not listed or result.trial > listed[-1][0])):
                 return
+        share_field_sets(result)  # kept to the end of the run: held as lightly as it can be
         entry = (result.trial, passed, result)
         bisect.insort(listed, entry, key=_trial_of)
         if self.trials > self.max_results:
