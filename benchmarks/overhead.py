@@ -115,7 +115,9 @@ def measure_cli(tasks: int, trials: int) -> dict[str, float]:
         env = {**os.environ, "TRIALKIT_STORE": str(root / "bench.db")}
         began = time.perf_counter()
         child = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL)
+        helpers = _HelperPeaks(child.pid)  # the store's writer process, if the run starts one
         _, status, usage = os.wait4(child.pid, 0)
+        helpers.stop()
         elapsed = time.perf_counter() - began
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode != 0:
@@ -131,7 +133,43 @@ def measure_cli(tasks: int, trials: int) -> dict[str, float]:
         "trials_per_s": round(tasks * trials / elapsed),
         "cpu_ms_per_trial": round(1000 * (usage.ru_utime + usage.ru_stime) / stored, 3),
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "writer_rss_mb": round(helpers.peak_kb / 1024),
     }
+
+
+class _HelperPeaks:
+    """The highest peak RSS (VmHWM) of the processes `parent` starts, read from /proc every
+    20 ms while it runs: `wait4` reports the run's own process, not them."""
+
+    def __init__(self, parent: int) -> None:
+        import threading
+
+        self.parent = parent
+        self.peak_kb = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.02):  # bounded: stops when the run's process has exited
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit():
+                    self.peak_kb = max(self.peak_kb, _hwm_of_child(entry, self.parent))
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def _hwm_of_child(entry: Path, parent: int) -> int:
+    try:
+        status = (entry / "status").read_text()
+    except OSError:
+        return 0
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("PPid", "").strip() != str(parent):
+        return 0
+    return int(fields.get("VmHWM", "0 kB").split()[0])
 
 
 def main_cli(shapes: list[str], repeats: int) -> None:
@@ -140,7 +178,7 @@ def main_cli(shapes: list[str], repeats: int) -> None:
     )
     print(
         f"{'shape':>10} {'trials':>8} {'seconds':>8} {'trials/s':>9} {'CPU ms/trial':>13}"
-        f" {'peak RSS MB':>12}"
+        f" {'peak RSS MB':>12} {'writer MB':>10}"
     )
     for shape in shapes:
         tasks, trials = (int(n) for n in shape.lower().split("x"))
@@ -151,7 +189,8 @@ def main_cli(shapes: list[str], repeats: int) -> None:
         rates = f"{rows[-1]['trials_per_s']}–{rows[0]['trials_per_s']}" if repeats > 1 else ""
         print(
             f"{shape:>10} {row['trials']:>8} {row['seconds']:>8} {row['trials_per_s']:>9} "
-            f"{row['cpu_ms_per_trial']:>13} {row['peak_rss_mb']:>12}  {rates}",
+            f"{row['cpu_ms_per_trial']:>13} {row['peak_rss_mb']:>12} {row['writer_rss_mb']:>10}"
+            f"  {rates}",
             flush=True,
         )
 
