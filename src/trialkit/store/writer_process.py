@@ -91,7 +91,10 @@ class WriterProcess:
             self._proc = None
             self._dead = f"it could not start ({exc})"
             return
-        self._send_line({"url": store.open_url})
+        try:
+            self._send_line({"url": store.open_url})
+        except _Gone as gone:  # it died at once: the run's process saves every batch
+            self._give_up(str(gone))
 
     @property
     def alive(self) -> bool:
