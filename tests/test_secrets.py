@@ -8,10 +8,12 @@ import sqlite3
 from pathlib import Path
 
 import anyio
+import hypothesis
 import pytest
 from click.testing import CliRunner
+from hypothesis import strategies as st
 
-from trialkit import Reply, Score, Suite, Task, grader, run_sync
+from trialkit import Reply, Score, Suite, Task, grader, run_sync, secrets
 from trialkit._record import ErrorInfo
 from trialkit.exporters.base import Exporter
 from trialkit.exporters.jsonl import JsonlExporter
@@ -268,3 +270,19 @@ def test_a_store_password_is_a_secret_unless_it_is_a_name_beside_it() -> None:
     assert redact("trialkit run suite.py") == "trialkit run suite.py"
     assert "pw-Store-0123456789" in known_secrets()
     assert redact("login pw-Store-0123456789 failed") == f"login {REDACTED} failed"
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(
+    st.text(alphabet=st.sampled_from(list("apikeyAPIKEY-: Bearer\u0130\u0131\u212ax")), max_size=40)
+)
+def test_the_quick_hint_finds_what_the_hint_regex_finds(text: str) -> None:
+    # The word scan that stands in for `_HINT` (for speed) must agree with it on every text,
+    # the case-blind letters outside ASCII (İ, ı, the Kelvin sign) included.
+    assert secrets._hinted(text) == (secrets._HINT.search(text) is not None)
+
+
+def test_a_header_token_spelled_with_a_kelvin_sign_is_still_redacted() -> None:
+    token = "abcdefgh12345678"
+    assert token not in redact(f"x-api-\u212aey: {token}")
+    assert token not in redact(f"X-API-KEY={token} and more text")

@@ -18,6 +18,7 @@ class Record(BaseModel):
 
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 _FIELD_SETS_LOCK = threading.Lock()
+_HOLDERS = (BaseModel, list, tuple, dict)
 
 
 def share_field_sets(record: BaseModel) -> None:
@@ -35,14 +36,18 @@ def share_field_sets(record: BaseModel) -> None:
             own = item.__pydantic_fields_set__
             key = frozenset(own)
             with _FIELD_SETS_LOCK:
-                shared = _FIELD_SETS.setdefault(key, own)
+                shared = _FIELD_SETS.get(key)
+                if fresh := shared is None:
+                    _FIELD_SETS[key] = shared = own
             if shared is not own:
                 object.__setattr__(item, "__pydantic_fields_set__", shared)
-            stack.extend(item.__dict__.values())
+            elif not fresh:
+                continue  # walked before: what it holds shares already
+            stack.extend(v for v in item.__dict__.values() if isinstance(v, _HOLDERS))
         elif isinstance(item, list | tuple):
-            stack.extend(x for x in item if isinstance(x, BaseModel | list | tuple | dict))
+            stack.extend(x for x in item if isinstance(x, _HOLDERS))
         elif isinstance(item, dict):
-            stack.extend(x for x in item.values() if isinstance(x, BaseModel | list | tuple))
+            stack.extend(x for x in item.values() if isinstance(x, _HOLDERS))
 
 
 def clean_text(text: str) -> str:

@@ -47,6 +47,20 @@ _HEADER_TOKEN = re.compile(
 _HINT = re.compile(r"Bearer|(?i:api-key)")
 """What a text must contain for `_HEADER_TOKEN` to find anything: a quick test first."""
 
+
+def _hinted(text: str) -> bool:
+    """`_HINT.search(text)`, found faster: its case-blind part makes the regex step through
+    every character (6 µs for a trial's 800), where `in` scans for a word. Only text that is
+    not ASCII, in which `(?i)` also matches `İ`, `ı` and the Kelvin sign, goes to the regex."""
+    if "Bearer" in text:
+        return True
+    if "-" not in text:
+        return False
+    if text.isascii():
+        return "api-key" in text.lower()
+    return _HINT.search(text) is not None
+
+
 _registered: set[str] = set()
 _lock = threading.Lock()
 
@@ -163,7 +177,7 @@ def redact(text: str) -> str:
 def _redact(text: str, pattern: re.Pattern[str] | None) -> str:
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
-    if _HINT.search(text):
+    if _hinted(text):
         text = _HEADER_TOKEN.sub(_header_replacement, text)
     return text
 
@@ -178,7 +192,7 @@ def needs_redaction(text: str) -> bool:
     """Whether `text` may hold something to redact, plain or inside JSON strings: a known
     secret, or a word (`Bearer`, `api-key`) a header-like token may follow."""
     pattern = _current_pattern()
-    return bool(pattern is not None and pattern.search(text)) or bool(_HINT.search(text))
+    return bool(pattern is not None and pattern.search(text)) or _hinted(text)
 
 
 def redact_data(value: Any) -> Any:
@@ -189,7 +203,7 @@ def redact_data(value: Any) -> Any:
     strings: list[str] = []
     _strings_of(value, strings)
     every = "\x00".join(strings)
-    if not ((pattern is not None and pattern.search(every)) or _HINT.search(every)):
+    if not ((pattern is not None and pattern.search(every)) or _hinted(every)):
         return value
     return _redact_data(value, pattern)
 
