@@ -263,22 +263,26 @@ class Runner:
             from trialkit.executors.processes import check_source
 
             check_source(suite)
-        if resume is not None:
+        # From planning to the report: a run of many tasks builds a record or two per task,
+        # and CPython's default thresholds would walk them all again and again (10,000 tasks:
+        # half the report's time).
+        with fewer_collections():
+            if resume is not None:
+                if rerun is not None:
+                    raise SuiteError("resume a run or rerun one, not both")
+                return await self._resume(suite, resume, retry_errors)
+            origin: dict[str, Any] = {}
             if rerun is not None:
-                raise SuiteError("resume a run or rerun one, not both")
-            return await self._resume(suite, resume, retry_errors)
-        origin: dict[str, Any] = {}
-        if rerun is not None:
-            self.task_ids = await self._rerun_selection(suite, rerun, only)
-            origin = {"rerun_of": rerun, "rerun_only": only}
-        planned = self.plan(suite)
-        # A writer process (for a large run) starts now, so its imports overlap the run's own
-        # start instead of holding back its first trials.
-        writer = TrialWriter(self.store, trials=sum(p.trials for p in planned))
-        try:
-            return await self._run_planned(suite, planned, origin, writer)
-        finally:
-            writer.shut()
+                self.task_ids = await self._rerun_selection(suite, rerun, only)
+                origin = {"rerun_of": rerun, "rerun_only": only}
+            planned = self.plan(suite)
+            # A writer process (for a large run) starts now, so its imports overlap the run's own
+            # start instead of holding back its first trials.
+            writer = TrialWriter(self.store, trials=sum(p.trials for p in planned))
+            try:
+                return await self._run_planned(suite, planned, origin, writer)
+            finally:
+                writer.shut()
 
     async def _run_planned(
         self,
