@@ -84,3 +84,33 @@ def test_kept_records_share_their_field_sets_and_stay_equal() -> None:
     assert plans[0].model_dump(exclude_unset=True) == alone.model_dump(exclude_unset=True)
     copied = plans[0].model_copy(update={"line": 3})
     assert "line" in copied.model_fields_set and "line" not in plans[1].model_fields_set
+
+
+def test_records_inside_records_share_their_field_sets_too() -> None:
+    # share_field_sets follows only the fields whose type can hold a record: a task report's
+    # results and usage, and through a result its scores, but not its tags or pass@k table.
+    from trialkit._record import _holding_fields, share_field_sets
+    from trialkit.report import TaskReport, TrialResult
+    from trialkit.score import Score
+
+    assert set(_holding_fields(TaskReport)) == {"usage", "grader_usage", "results"}
+    assert "scores" in _holding_fields(TrialResult)
+
+    def result(trial: int) -> TrialResult:
+        return TrialResult.model_validate(
+            {
+                "trial": trial,
+                "verdict": "pass",
+                "status": "completed",
+                "scores": [Score.from_bool(True, name="ok").model_dump()],
+                "duration_s": 0.1,
+            }
+        )
+
+    first, second = result(0), result(1)
+    share_field_sets(first)
+    share_field_sets(second)
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+    assert first.scores[0].__pydantic_fields_set__ is second.scores[0].__pydantic_fields_set__
+    share_field_sets(second)  # again: nothing changes
+    assert second.scores[0] == result(1).scores[0]
