@@ -52,6 +52,7 @@ NOT_TRIALKIT_OPTIONS = {
     "--cli",  # benchmarks/overhead.py --cli --repeats; benchmarks/store.py --compare
     "--compare",
     "--repeats",
+    "--shape",  # benchmarks/overhead.py --cli --shape 10000x1
     "--quick",
     "--suites",
     "--no-replay",
