@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import threading
 import typing
 from typing import Any
 
@@ -20,7 +19,6 @@ class Record(BaseModel):
 
 
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
-_FIELD_SETS_LOCK = threading.Lock()
 _HOLDERS = (BaseModel, list, tuple, dict)
 
 
@@ -38,10 +36,10 @@ def share_field_sets(record: BaseModel) -> None:
         if isinstance(item, BaseModel):
             own = item.__pydantic_fields_set__
             key = frozenset(own)
-            with _FIELD_SETS_LOCK:
-                shared = _FIELD_SETS.get(key)
-                if fresh := shared is None:
-                    _FIELD_SETS[key] = shared = own
+            shared = _FIELD_SETS.get(key)
+            fresh = shared is None
+            if shared is None:  # `setdefault` is atomic: of two threads here, one set wins
+                shared = _FIELD_SETS.setdefault(key, own)
             if shared is not own:
                 object.__setattr__(item, "__pydantic_fields_set__", shared)
             elif not fresh:
