@@ -68,7 +68,7 @@ def _may_hold(annotation: Any) -> bool:
     if origin is typing.Annotated:
         args = args[:1]
     if not args:
-        return annotation is not None and annotation is not type(None)  # Any, a TypeVar: maybe
+        return annotation is not None  # Any, a TypeVar, an alias: it may
     return any(_may_hold(arg) for arg in args if arg is not Ellipsis)
 
 
