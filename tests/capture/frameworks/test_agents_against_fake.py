@@ -104,7 +104,10 @@ def test_one_tool_round_trip(name: str, server: ProviderServer) -> None:
     assert [(r.api, r.streamed) for r in (first, second)] == [(sends.api, sends.streamed)] * 2
     assert tool_results(sends.api, first.json) == []
     assert tool_results(sends.api, second.json) == ["sunny in Paris"]
-    assert server.connections <= 1  # both calls on one kept-alive connection
+    # Both calls on one kept-alive connection, except where litellm streams over aiohttp: the
+    # streamed answer's connection goes back to aiohttp's pool only once litellm closes the
+    # stream, which it sometimes does after sending the next request (1 CI run in 4 here).
+    assert server.connections <= (2 if name == "litellm_anthropic" else 1)
 
 
 @pytest.mark.parametrize("name", SENDS)
