@@ -17,6 +17,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -405,9 +406,21 @@ def test_a_remote_cassette_reads_and_writes_through_its_keeper(
     miss = fresh.miss(MODEL, req("Rome?"), task_id="t", trial=0, occurrence=0)
     assert "how it differs from the closest recording" in str(miss)
 
-    ray.kill(keeper)
+    ray.kill(keeper)  # asynchronous: a call sent at once may still reach the keeper
+    _wait_until_dead(ray, keeper)
     with pytest.raises(CassetteError, match="did not answer"):
         fresh.lookup(MODEL, req("Oslo?"), trial=0, occurrence=0)
+
+
+def _wait_until_dead(ray: Any, actor: Any, limit_s: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.ready.remote(), timeout=5)
+        except ray.exceptions.RayError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the actor still answered {limit_s:g} s after ray.kill")
 
 
 # --- without a cluster ----------------------------------------------------------------------
