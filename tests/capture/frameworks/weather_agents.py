@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 MODEL_OPENAI = "gpt-4.1-mini"
-MODEL_ANTHROPIC = "claude-sonnet-4-5"
+MODEL_ANTHROPIC = "claude-sonnet-5-5"  # pydantic-ai warns of a retired model (an error here)
 OPENAI_KEY = "sk-test-agents"
 ANTHROPIC_KEY = "sk-ant-test-agents"
 INSTRUCTIONS = "Answer questions about the weather with the get_weather tool."
