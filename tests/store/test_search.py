@@ -5,6 +5,7 @@ a store written before m008_search."""
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import MetaData, Table, create_engine, insert, inspect
@@ -267,6 +268,56 @@ def test_a_store_written_before_the_index_is_backfilled(
         new = make_trial("old-run", "tools", 1, output="fresh words")
         store.save_trials([new])
         assert search(store, "fresh").total == 1
+
+
+def test_the_sqlite_index_stays_in_step_with_its_documents(sqlite_db_url: str) -> None:
+    """Each batch indexes its own documents in one statement: batches saved by two stores at
+    once, replaced trials and a label's new rationale all end up indexed exactly once (FTS5's
+    integrity check compares the index with the documents it was made from)."""
+    with Store(sqlite_db_url) as first, Store(sqlite_db_url) as second:
+        sample = make_sample("busy")
+        first.create_run(sample.run, sample.suite, sample.plans)
+
+        def save(store: Store, parity: int) -> None:
+            for batch in range(10):
+                store.save_trials(
+                    [
+                        make_trial("busy", "france", i, output=f"answer {i} of {parity}")
+                        for i in range(40 * batch + parity, 40 * batch + 40, 2)
+                    ]
+                )
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(save, (first, second), (0, 1)))
+        second.save_trials([make_trial("busy", "france", 7, output="replaced words")])
+        trial = make_trial(
+            "busy",
+            "json",
+            0,
+            scores=[Score.from_bool(False, name="judge", rationale="looks wrong")],
+            verdict=Verdict.FAIL,
+        )
+        first.save_trials([trial])
+        first.save_label(
+            Label(run_id="busy", task_id="json", trial=0, grader="judge", verdict="pass")
+        )
+        assert search(first, "answer", limit=1).total == 399
+        assert search(first, "replaced").total == 1
+        assert search(first, "wrong").total == 0
+    engine = create_engine(sqlite_db_url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            triggers = conn.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+            ).scalars()
+            assert "search_docs_ai" not in set(triggers)  # dropped by m013
+            documents = conn.exec_driver_sql("SELECT count(*) FROM search_docs").scalar()
+            assert documents == 400 + 1 + 1  # outputs; the input and rationale of `json`
+            conn.exec_driver_sql(  # raises when the index and the documents differ
+                "INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 1)"
+            )
+    finally:
+        engine.dispose()
 
 
 def test_a_store_without_the_index_says_so(db_url: str) -> None:

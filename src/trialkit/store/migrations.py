@@ -495,6 +495,14 @@ def m012_grader_error_index(conn: Connection) -> None:
     conn.execute(CreateIndex(index))
 
 
+def m013_search_batch_index(conn: Connection) -> None:
+    """SQLite: documents are indexed by the statement that saves them, one per batch of trials
+    (`search_index.save_documents`), not by `search_docs_ai`, a trigger run for each row,
+    which cost four times as much; the trigger is dropped. PostgreSQL's index is unchanged."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {search_index.SQLITE_INSERT_TRIGGER}")
+
+
 def trial_end(started_at: str, duration_s: float) -> str | None:
     """The stored end of a trial that started at `started_at` (stored text) and took
     `duration_s`; `None` when the two cannot be added (a duration out of range)."""
@@ -529,6 +537,7 @@ MIGRATIONS: Sequence[Migration] = (
     m010_trial_ends,
     m011_kept_reports,
     m012_grader_error_index,
+    m013_search_batch_index,
 )
 """Every migration, in the order they apply. Append only."""
 
