@@ -38,15 +38,18 @@ def load_target(target: str, *, model: str | Model | None = None) -> Suite:
     The suite's `source` records the target, so worker processes can load it again.
     """
     from trialkit.loaders.importers import load_import_target
-    from trialkit.loaders.python import load_suite
-    from trialkit.loaders.suite_file import is_suite_target, load_suite_file
+    from trialkit.loaders.paths import is_suite_target
 
     imported = load_import_target(target, model=model)
     if imported is not None:
         suite = imported
     elif is_suite_target(target):
+        from trialkit.loaders.suite_file import load_suite_file
+
         suite = load_suite_file(target)
     else:
+        from trialkit.loaders.python import load_suite
+
         suite = load_suite(target)
     if model is None or isinstance(model, str):  # a Model object cannot be given to a worker
         suite.source = SuiteSource(target=target, model=model, cwd=os.getcwd())

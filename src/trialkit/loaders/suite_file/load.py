@@ -11,6 +11,8 @@ import yaml
 from pydantic import ValidationError
 
 from trialkit.loaders.errors import FieldPath, Problem, SuiteFileError
+from trialkit.loaders.paths import SUITE_FILE_SUFFIXES as FILE_SUFFIXES
+from trialkit.loaders.paths import is_suite_target as is_suite_target
 from trialkit.loaders.suite_file.build import build_into
 from trialkit.loaders.suite_file.context import BuildContext, References
 from trialkit.loaders.suite_file.documents import Document, read_document, user_path
@@ -20,13 +22,6 @@ from trialkit.task import Suite
 
 SUITE_FILE_NAMES = ("suite.yaml", "suite.yml", "suite.json")
 """What a suite folder's suite file may be called."""
-FILE_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-def is_suite_target(target: str | Path) -> bool:
-    """Whether `target` is for this loader: a folder, or a `.yaml` / `.yml` / `.json` file."""
-    path = Path(target)
-    return path.is_dir() or path.suffix.lower() in FILE_SUFFIXES
 
 
 def load_suite_file(path: str | Path) -> Suite:
