@@ -25,7 +25,7 @@ from trialkit.store.errors import StoreError
 from trialkit.store.urls import sqlite_url
 from trialkit.store.writer_process import MODE_ENV_VAR, WriterProcess, serve, wanted
 
-from ._samples import Sample, make_sample
+from ._samples import Sample, make_sample, make_trial
 
 
 def _stored(store: Store, run_id: str) -> list[dict[str, object]]:
@@ -42,14 +42,34 @@ def test_it_stores_exactly_what_the_run_s_process_would(store: Store, sample: Sa
         for _ in range(50):  # batches before it is ready are saved here: wait for it
             if writer._ready:
                 break
-            writer.save_trials(twin.trials[:1])
+            anyio.run(writer.save_trials, twin.trials[:1])
             anyio.run(anyio.sleep, 0.1)
         assert writer._ready and writer.alive
-        writer.save_trials(twin.trials)
+        anyio.run(writer.save_trials, twin.trials)
     finally:
         writer.close()
     assert writer.alive  # it did the work, not the fallback
     assert _stored(store, twin.run.id) == _stored(store, sample.run.id)
+
+
+def test_a_batch_bigger_than_the_pipe_is_sent_in_parts(store: Store) -> None:
+    """A batch the pipe cannot hold at once (over 1 MiB) is written as the writer reads it,
+    the event loop waiting for room in between."""
+    sample = make_sample("run-big")
+    store.create_run(sample.run, sample.suite, sample.plans)
+    big = [
+        make_trial("run-big", "france", i, output=f"{i} " + "long answer " * 50_000)
+        for i in range(4)
+    ]
+    writer = WriterProcess(store)
+    try:
+        _wait_ready(writer, store)
+        anyio.run(writer.save_trials, big)
+        assert writer.alive
+    finally:
+        writer.close()
+    stored = {t.index: t.outcome.output for t in store.iter_trials("run-big")}
+    assert stored == {t.index: t.outcome.output for t in big}
 
 
 def test_the_store_s_refusal_reaches_the_run_as_it_would_have(store: Store) -> None:
@@ -60,7 +80,7 @@ def test_the_store_s_refusal_reaches_the_run_as_it_would_have(store: Store) -> N
     try:
         _wait_ready(writer, store)
         with pytest.raises(StoreError) as there:
-            writer.save_trials(sample.trials)
+            anyio.run(writer.save_trials, sample.trials)
         assert writer.alive  # a refusal is the store's answer, not the writer's failure
     finally:
         writer.close()
@@ -72,7 +92,7 @@ def _wait_ready(writer: WriterProcess, store: Store) -> None:
     warm = make_sample("run-warm-up")
     store.create_run(warm.run, warm.suite, warm.plans)
     for _ in range(100):
-        writer.save_trials(warm.trials[:1])
+        anyio.run(writer.save_trials, warm.trials[:1])
         if writer._ready:
             return
         anyio.run(anyio.sleep, 0.05)
@@ -161,7 +181,7 @@ def test_a_writer_that_cannot_start_leaves_the_saving_to_the_run(
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     writer = WriterProcess(store)
     assert not writer.alive
-    writer.save_trials(sample.trials)
+    anyio.run(writer.save_trials, sample.trials)
     writer.close()
     assert len(list(store.iter_trials(sample.run.id))) == len(sample.trials)
 

@@ -28,10 +28,12 @@ import os
 import select
 import subprocess
 import sys
-import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
 
 from trialkit.store.errors import StoreError
 
@@ -46,6 +48,8 @@ MIN_TRIALS = 1_000
 process's start (about 0.4 s of CPU, on another core) is not worth it."""
 STOP_TIMEOUT_S = 10.0
 """How long the writer may take to exit once its input is closed."""
+PIPE_BYTES = 1 << 20
+"""The pipe to the writer is widened to this (a batch of 256 small trials is ~0.8 MB)."""
 
 _ROOT = str(Path(__file__).resolve().parents[2])
 """The folder `trialkit` is imported from: put first on the writer's path, so it runs this
@@ -61,6 +65,8 @@ def wanted(store: Store, trials: int) -> bool:
     mode = os.environ.get(MODE_ENV_VAR, "auto").strip().lower()
     if mode == "thread" or store.open_url is None:  # an in-memory database: only one process
         return False
+    if sys.platform == "win32":  # its pipes cannot be waited for by the event loop
+        return False
     return mode == "process" or trials >= MIN_TRIALS
 
 
@@ -68,7 +74,12 @@ class WriterProcess:
     """A writer process for one run's trials: `save_trials` as `Store.save_trials` does it.
 
     Started at once, so its imports overlap the run's start; batches that come before it is
-    ready are saved by the parent. Used from one thread at a time (the run's writer thread).
+    ready are saved by the parent (in a thread). Saving a batch is a coroutine of the run's
+    event loop, one batch at a time: it encodes the trials, writes them to the pipe without
+    blocking and waits for the answer. No thread takes turns with the loop for the
+    interpreter (each turn cost a busy loop up to its switch interval, and a batch took
+    dozens of them, one per buffer written); instead, workers whose trials never wait let the
+    loop run while the batch needs it (`needs_loop`).
     """
 
     def __init__(self, store: Store) -> None:
@@ -78,7 +89,10 @@ class WriterProcess:
         self._ready = False
         self._dead: str | None = None
         """Why the writer is gone (the parent saves from then on), or `None` while it works."""
-        self._lock = threading.Lock()
+        self._received = bytearray()
+        """What the writer answered that is not yet a whole line."""
+        self._blocked = False
+        """A batch waits for room in the pipe, or for its answer."""
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [sys.executable, "-c", _ENTRY],
@@ -91,27 +105,45 @@ class WriterProcess:
             self._proc = None
             self._dead = f"it could not start ({exc})"
             return
+        proc = self._running()
+        assert proc.stdin is not None and proc.stdout is not None
+        _widen(proc.stdin.fileno())
         try:
-            self._send_line({"url": store.open_url})
-        except _Gone as gone:  # it died at once: the run's process saves every batch
-            self._give_up(str(gone))
+            os.write(proc.stdin.fileno(), json.dumps({"url": store.open_url}).encode() + b"\n")
+        except OSError as exc:  # it died at once: the run's process saves every batch
+            self._give_up(f"it stopped reading ({exc.__class__.__name__})")
+            return
+        os.set_blocking(proc.stdin.fileno(), False)
+        os.set_blocking(proc.stdout.fileno(), False)
 
     @property
     def alive(self) -> bool:
         return self._dead is None
 
-    def save_trials(self, trials: Sequence[Trial]) -> None:
-        with self._lock:
+    @property
+    def needs_loop(self) -> bool:
+        """Whether the batch being saved can go on if the event loop runs: the pipe has room
+        for the rest of it, or its answer has come."""
+        proc = self._proc
+        if not self._blocked or proc is None or proc.stdin is None or proc.stdout is None:
+            return False
+        readable, writable, _ = select.select([proc.stdout], [proc.stdin], [], 0)
+        return bool(readable or writable)
+
+    async def save_trials(self, trials: Sequence[Trial]) -> None:
+        """Save `trials` through the writer, or here when it cannot take them; a `StoreError`
+        when the store refused them. Not cancelled halfway: a batch sent is answered."""
+        with anyio.CancelScope(shield=True):
             if self._dead is None:
                 try:
                     lines = [t.model_dump_json().encode() for t in trials]
                 except ValueError:  # a trial JSON cannot carry (pydantic refused it): save here
                     lines = None
-                if lines is not None and self._save_there(lines):
+                if lines is not None and await self._save_there(lines):
                     return
-            self.store.save_trials(trials)
+            await anyio.to_thread.run_sync(self.store.save_trials, trials)
 
-    def _save_there(self, lines: list[bytes]) -> bool:
+    async def _save_there(self, lines: list[bytes]) -> bool:
         """Send a batch to the writer: `True` once it is saved, `False` when the parent must
         save it; a `StoreError` when the store refused it."""
         from trialkit.secrets import known_secrets
@@ -121,16 +153,18 @@ class WriterProcess:
         if known != self._sent_secrets:
             header["secrets"] = sorted(known)
         try:
-            proc = self._running()
             if not self._ready:
-                assert proc.stdout is not None
-                if not select.select([proc.stdout], [], [], 0)[0]:
+                if not self._answered():
                     return False  # still starting (its imports take a while): saved here
-                self._expect(proc, "ready")
+                _check(await self._answer(), "ready")
                 self._ready = True
-            self._send_line(header, lines)
-            self._sent_secrets = known
-            answer = self._expect(proc, "saved")
+            self._blocked = True
+            try:
+                await self._send(b"".join([json.dumps(header).encode(), b"\n", *_lines(lines)]))
+                self._sent_secrets = known
+                answer = _check(await self._answer(), "saved")
+            finally:
+                self._blocked = False
         except _Gone as gone:
             self._give_up(str(gone))
             return False
@@ -146,33 +180,43 @@ class WriterProcess:
             raise _Gone("it is not running")
         return proc
 
-    def _send_line(self, header: dict[str, Any], lines: Sequence[bytes] = ()) -> None:
+    def _answered(self) -> bool:
+        """Whether an answer (or the end of the pipe) is there to read."""
+        proc = self._running()
+        assert proc.stdout is not None
+        return b"\n" in self._received or bool(select.select([proc.stdout], [], [], 0)[0])
+
+    async def _send(self, data: bytes) -> None:
         proc = self._running()
         assert proc.stdin is not None
-        try:
-            proc.stdin.write(json.dumps(header).encode() + b"\n")
-            for line in lines:  # no joined copy of the batch
-                proc.stdin.write(line)
-                proc.stdin.write(b"\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise _Gone(f"it stopped reading ({exc.__class__.__name__})") from None
+        fd = proc.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+            except OSError as exc:
+                raise _Gone(f"it stopped reading ({exc.__class__.__name__})") from None
 
-    def _expect(self, proc: subprocess.Popen[bytes], key: str) -> dict[str, Any]:
+    async def _answer(self) -> bytes:
+        proc = self._running()
         assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            code = proc.wait()
-            raise _Gone(f"it ended (exit code {code})")
-        try:
-            answer = json.loads(line)
-        except ValueError:
-            raise _Gone(f"it answered {line[:80]!r}") from None
-        if not isinstance(answer, dict):
-            raise _Gone(f"it answered {line[:80]!r}")
-        if key == "ready" and answer.get("ready") is not True:
-            raise _Gone(f"it could not open the store: {answer.get('error')}")
-        return answer
+        fd = proc.stdout.fileno()
+        while (end := self._received.find(b"\n")) < 0:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            except OSError as exc:
+                raise _Gone(f"its answer could not be read ({exc.__class__.__name__})") from None
+            if not chunk:
+                raise _Gone(f"it ended (exit code {await anyio.to_thread.run_sync(proc.wait)})")
+            self._received += chunk
+        line = bytes(self._received[: end + 1])
+        del self._received[: end + 1]
+        return line
 
     def _give_up(self, why: str) -> None:
         self._dead = why
@@ -180,8 +224,7 @@ class WriterProcess:
 
     def close(self) -> None:
         """Let the writer finish and exit (it has answered every batch already)."""
-        with self._lock:
-            self._stop(kill=False)
+        self._stop(kill=False)
 
     def _stop(self, *, kill: bool) -> None:
         proc, self._proc = self._proc, None
@@ -199,6 +242,34 @@ class WriterProcess:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _lines(lines: list[bytes]) -> Iterator[bytes]:
+    for line in lines:
+        yield line
+        yield b"\n"
+
+
+def _check(line: bytes, key: str) -> dict[str, Any]:
+    """The writer's answer in `line`, which must be a JSON object."""
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        raise _Gone(f"it answered {line[:80]!r}") from None
+    if not isinstance(answer, dict):
+        raise _Gone(f"it answered {line[:80]!r}")
+    if key == "ready" and answer.get("ready") is not True:
+        raise _Gone(f"it could not open the store: {answer.get('error')}")
+    return answer
+
+
+def _widen(fd: int) -> None:
+    """Let the pipe to the writer hold a whole batch (Linux: up to 1 MiB without privileges;
+    elsewhere, or refused, the default), so that a batch is mostly written at once."""
+    with contextlib.suppress(OSError, AttributeError, ImportError):
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
 class _Gone(Exception):
