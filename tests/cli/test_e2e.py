@@ -236,8 +236,20 @@ def test_report_of_an_unknown_run(work: Path) -> None:
     assert "no-such-run" in out.stderr
 
 
-def test_ctrl_c_stores_what_finished_and_exits_130(work: Path) -> None:
-    env = {**os.environ, "TRIALKIT_STORE": str(work / "store.db")}
+@pytest.mark.parametrize(
+    ("writer", "whole_group"), [("thread", False), ("process", False), ("process", True)]
+)
+def test_ctrl_c_stores_what_finished_and_exits_130(
+    work: Path, writer: str, whole_group: bool
+) -> None:
+    """Whoever saves the trials (a thread, or the writer process with a batch in flight), what
+    finished is stored and counted; a terminal's Ctrl-C reaches the writer process too (the
+    whole process group), and the run's process then saves the rest itself."""
+    env = {
+        **os.environ,
+        "TRIALKIT_STORE": str(work / "store.db"),
+        "TRIALKIT_STORE_WRITER": writer,
+    }
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -254,6 +266,7 @@ def test_ctrl_c_stores_what_finished_and_exits_130(work: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=whole_group,
     )
     deadline = time.monotonic() + 20
     stored = 0
@@ -265,7 +278,10 @@ def test_ctrl_c_stores_what_finished_and_exits_130(work: Path) -> None:
             except sqlite3.OperationalError:
                 stored = 0
     assert stored >= 4
-    proc.send_signal(signal.SIGINT)
+    if whole_group:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
     assert "interrupted" in err
