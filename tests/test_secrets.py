@@ -61,6 +61,22 @@ def test_other_variables_are_not(name: str, monkeypatch: pytest.MonkeyPatch) -> 
     assert redact("/some/ordinary/value") == "/some/ordinary/value"
 
 
+def test_the_environment_is_followed_as_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`known_secrets` answers from a copy while nothing changed: a value replaced by another
+    of the same length, a variable removed, and a secret registered are all seen at once."""
+    monkeypatch.setenv("DEPLOY_TOKEN", "first-token-value-0001")
+    assert "first-token-value-0001" in known_secrets()
+    assert known_secrets() is known_secrets()  # nothing changed: the same answer
+    monkeypatch.setenv("DEPLOY_TOKEN", "other-token-value-0002")
+    assert "other-token-value-0002" in known_secrets()
+    assert "first-token-value-0001" not in known_secrets()
+    monkeypatch.delenv("DEPLOY_TOKEN")
+    assert "other-token-value-0002" not in known_secrets()
+    register_secret("registered-late-value-0003")
+    assert "registered-late-value-0003" in known_secrets()
+    assert redact("x registered-late-value-0003 y") == f"x {REDACTED} y"
+
+
 def test_short_values_are_not_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLAG_TOKEN", "true")
     assert redact("true or false") == "true or false"

@@ -102,3 +102,13 @@ def test_one_unknown_cost_makes_the_task_s_cost_unknown() -> None:
     kept.add(_result(rng, 2))
     assert kept.totals().cost_usd is None
     assert kept.totals().grader_cost_usd is None  # no trial gave one
+
+
+@given(st.lists(st.integers(min_value=0, max_value=3), min_size=5, max_size=5))
+def test_usage_is_empty_exactly_when_it_equals_no_usage(counts: list[int]) -> None:
+    """The tally skips adding usage that is empty, field by field: the same as `== Usage()`
+    for every field, so a field added to `Usage` and not to `is_empty` fails here."""
+    names = list(Usage.model_fields)
+    assert len(names) == len(counts)
+    usage = Usage(**dict(zip(names, counts, strict=True)))
+    assert usage.is_empty() is (usage == Usage())

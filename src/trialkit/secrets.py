@@ -101,9 +101,24 @@ def register_client(client: object) -> None:
 
 def known_secrets() -> frozenset[str]:
     """The secrets known now: the registered ones and those of the environment."""
+    global _known
+    data = getattr(os.environ, "_data", None)
     with _lock:
+        count, seen = len(_registered), _known
+        # Registered secrets are only ever added, so their count tells a change; comparing
+        # the environment with the copy made last time costs a fraction of reading it again.
+        if seen is not None and seen[0] == count and isinstance(data, dict) and seen[1] == data:
+            return seen[2]
         registered = frozenset(_registered)
-    return _environment_secrets(_environment()) | registered
+    known = _environment_secrets(_environment()) | registered
+    if isinstance(data, dict):
+        with _lock:
+            _known = (count, dict(data), known)
+    return known
+
+
+_known: tuple[int, dict[Any, Any], frozenset[str]] | None = None
+"""The last answer of `known_secrets`, with what it was computed from."""
 
 
 def _environment() -> tuple[tuple[Any, Any], ...]:

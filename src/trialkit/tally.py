@@ -223,7 +223,7 @@ def _trial_of(entry: tuple[int, bool, TrialResult]) -> int:
 
 def _counts(usage: Usage) -> bool:
     """Whether adding `usage` changes a total (most trials of code-graded runs add nothing)."""
-    return usage != _NONE
+    return not usage.is_empty()
 
 
 _NONE = Usage()
