@@ -488,6 +488,9 @@ async def test_high_concurrency_spreads_over_several_clients(
         assert 3 <= len(model._in_flight) <= MAX_CLIENTS
         assert model._in_flight == [0] * len(model._in_flight)  # every lease returned
         clients = [model.client, *model._more]
+        # One SSL context for all of them (the CA bundle is read once, not once a client).
+        pools = [client._client._transport._pool for client in clients]  # httpx2's own
+        assert model._ssl and all(pool._ssl_context is model._ssl for pool in pools)
     finally:
         provider_server.latency = 0.0
         await model.aclose()
