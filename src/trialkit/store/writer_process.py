@@ -29,7 +29,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -95,8 +95,9 @@ class WriterProcess:
         """Why the writer is gone (the parent saves from then on), or `None` while it works."""
         self._received = bytearray()
         """What the writer answered that is not yet a whole line."""
-        self._blocked = False
-        """A batch waits for room in the pipe, or for its answer."""
+        self._waiting: tuple[int, bool] | None = None
+        """What a batch waits on, if it does: (a pipe's fd, whether for room to write in it
+        rather than for its answer)."""
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [sys.executable, "-c", _ENTRY],
@@ -128,10 +129,12 @@ class WriterProcess:
     def needs_loop(self) -> bool:
         """Whether the batch being saved can go on if the event loop runs: the pipe has room
         for the rest of it, or its answer has come."""
-        proc = self._proc
-        if not self._blocked or proc is None or proc.stdin is None or proc.stdout is None:
+        if self._waiting is None:
             return False
-        readable, writable, _ = select.select([proc.stdout], [proc.stdin], [], 0)
+        fd, writing = self._waiting
+        readable, writable, _ = select.select(
+            [] if writing else [fd], [fd] if writing else [], [], 0
+        )
         return bool(readable or writable)
 
     async def save_trials(self, trials: Sequence[Trial]) -> None:
@@ -166,16 +169,13 @@ class WriterProcess:
         known = known_secrets()
         if known != self._sent_secrets:
             header["secrets"] = sorted(known)
-        self._blocked = True
         try:
-            await self._send(b"".join([json.dumps(header).encode(), b"\n", *_lines(lines)]))
+            await self._send(b"\n".join([json.dumps(header).encode(), *lines, b""]))
             self._sent_secrets = known
             answer = _check(await self._answer(), "saved")
         except _Gone as gone:
             self._give_up(str(gone))
             return False
-        finally:
-            self._blocked = False
         if answer.get("saved") == len(lines):
             return True
         if answer.get("store"):
@@ -203,7 +203,7 @@ class WriterProcess:
             try:
                 view = view[os.write(fd, view) :]
             except BlockingIOError:
-                await anyio.wait_writable(fd)
+                await self._wait(fd, writing=True)
             except OSError as exc:
                 raise _Gone(f"it stopped reading ({exc.__class__.__name__})") from None
 
@@ -215,7 +215,7 @@ class WriterProcess:
             try:
                 chunk = os.read(fd, 65536)
             except BlockingIOError:
-                await anyio.wait_readable(fd)
+                await self._wait(fd, writing=False)
                 continue
             except OSError as exc:
                 raise _Gone(f"its answer could not be read ({exc.__class__.__name__})") from None
@@ -225,6 +225,13 @@ class WriterProcess:
         line = bytes(self._received[: end + 1])
         del self._received[: end + 1]
         return line
+
+    async def _wait(self, fd: int, *, writing: bool) -> None:
+        self._waiting = (fd, writing)
+        try:
+            await (anyio.wait_writable(fd) if writing else anyio.wait_readable(fd))
+        finally:
+            self._waiting = None
 
     def _give_up(self, why: str) -> None:
         self._dead = why
@@ -266,12 +273,6 @@ async def _encoded(trials: Sequence[Trial]) -> list[bytes] | None:
             await anyio.lowlevel.checkpoint()
             began = time.perf_counter()
     return lines
-
-
-def _lines(lines: list[bytes]) -> Iterator[bytes]:
-    for line in lines:
-        yield line
-        yield b"\n"
 
 
 def _check(line: bytes, key: str) -> dict[str, Any]:
