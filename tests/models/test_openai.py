@@ -97,6 +97,84 @@ async def test_text_answer(model: OpenAIModel, provider_server: ProviderServer) 
     }
 
 
+_CONFIGS = [
+    GenerationConfig(),
+    GenerationConfig(
+        temperature=0.0, max_tokens=64, top_p=0.5, stop=["END"], seed=3, extra={"top_k": 2}
+    ),
+]
+
+
+@pytest.mark.parametrize("config", _CONFIGS)
+async def test_the_request_is_the_one_the_sdk_create_sends(
+    model: OpenAIModel, provider_server: ProviderServer, config: GenerationConfig
+) -> None:
+    """The model sends a body it built through the SDK's client (`client.post`): what reaches
+    the server is what `chat.completions.create` sends for the same arguments."""
+    call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Oslo"})
+    await model.generate(
+        ModelRequest(
+            messages=[
+                Message(role="system", content="Be brief."),
+                Message(role="user", content="Weather in Oslo?"),
+                Message(role="assistant", content="", tool_calls=[call]),
+                Message(role="tool", content="sunny", tool_call_id="call_1"),
+            ],
+            tools=[WEATHER],
+            tool_choice=ForceTool(name="get_weather"),
+            config=config,
+            response_format=ResponseFormat(name="city", json_schema={"type": "object"}),
+        )
+    )
+    ours = provider_server.last_request
+    function = {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
+    settings = config.model_dump(exclude={"extra"}, exclude_none=True)
+    sdk = openai.AsyncOpenAI(
+        base_url=provider_server.openai_base_url, api_key=KEY, timeout=15.0, max_retries=0
+    )
+    try:
+        await sdk.chat.completions.create(
+            model="gpt-test",
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Weather in Oslo?"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": "call_1", "type": "function", "function": function}],
+                },
+                {"role": "tool", "content": "sunny", "tool_call_id": "call_1"},
+            ],
+            tools=[
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "get_weather",
+                        "parameters": WEATHER.parameters,
+                        "description": "The weather in a city.",
+                    },
+                }
+            ],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "city", "schema": {"type": "object"}, "strict": True},
+            },
+            extra_body=config.extra or None,
+            **settings,
+        )
+    finally:
+        await sdk.close()
+    theirs = provider_server.last_request
+    assert (ours.method, ours.path, ours.query) == (theirs.method, theirs.path, theirs.query)
+    assert ours.json == theirs.json
+    assert ours.headers.keys() == theirs.headers.keys()
+    same = {"authorization", "content-type", "accept", "user-agent", "x-stainless-lang"}
+    assert {name: ours.headers[name] for name in same} == {
+        name: theirs.headers[name] for name in same
+    }
+
+
 async def test_tool_call_round_trip(model: OpenAIModel, provider_server: ProviderServer) -> None:
     provider_server.script(
         Reply(tool_calls=[ToolUse("get_weather", {"city": "Paris"}, id="call_1")]),
