@@ -7,6 +7,11 @@ concurrency C, two measurements, each in a fresh child process:
 - **sdk**: the bare SDK ceiling. `openai.AsyncOpenAI(max_retries=0)` and C workers sharing a
   counter make N chat completions in all. On one process this, not C / L, is what a harness
   built on the SDK can reach, so trialkit is reported as a fraction of it *and* of C / L.
+- **sdk-post**: the same calls through the route trialkit's `openai/...` models take: the
+  SDK's `client.post("/chat/completions", body=..., cast_to=bytes)` and `json.loads`, without
+  `create`'s walk of the parameters' types and its response objects. trialkit is reported as a
+  fraction of both: of `create` (what an application calls) and of this route (what trialkit
+  adds to its own use of the SDK).
 - **trialkit**: a suite of N trials (100 tasks, N / 100 trials each, a string input, one
   `contains` grader that checks the echo) with `Suite(model=get_model("openai/gpt-4o-mini",
   base_url=...))`, run by `Runner(concurrency=C, workers=W)` with the SQLite store on (a temp
@@ -77,12 +82,31 @@ def _prompt(task: int) -> str:
     return f"Repeat this token: tok-{task:04d}"
 
 
-def measure_sdk(url: str, total: int, concurrency: int, limit_s: float) -> dict[str, Any]:
-    """C workers share one counter and make `total` chat completions with the bare SDK."""
+def measure_sdk(
+    url: str, total: int, concurrency: int, limit_s: float, route: str = "create"
+) -> dict[str, Any]:
+    """C workers share one counter and make `total` chat completions with the bare SDK:
+    `chat.completions.create` (route `create`, what an application calls), or the SDK's
+    `client.post` with the body as JSON and the answer read with `json.loads` (route `post`,
+    the route trialkit's `openai/...` models take)."""
     import anyio
     from openai import AsyncOpenAI
 
     stats = {"next": 0, "done": 0, "wrong": 0}
+
+    async def create(client: AsyncOpenAI, prompt: str) -> str | None:
+        completion = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": prompt}]
+        )
+        return completion.choices[0].message.content
+
+    async def post(client: AsyncOpenAI, prompt: str) -> str | None:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": prompt}]}
+        content = await client.post("/chat/completions", body=body, cast_to=bytes)
+        answer: str | None = json.loads(content)["choices"][0]["message"]["content"]
+        return answer
+
+    call = create if route == "create" else post
 
     async def main() -> float:
         client = AsyncOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
@@ -92,10 +116,7 @@ def measure_sdk(url: str, total: int, concurrency: int, limit_s: float) -> dict[
                 i = stats["next"]
                 stats["next"] += 1
                 prompt = _prompt(i % TASKS)
-                completion = await client.chat.completions.create(
-                    model=MODEL, messages=[{"role": "user", "content": prompt}]
-                )
-                if completion.choices[0].message.content != prompt:
+                if await call(client, prompt) != prompt:
                     stats["wrong"] += 1
                 stats["done"] += 1
 
@@ -113,7 +134,7 @@ def measure_sdk(url: str, total: int, concurrency: int, limit_s: float) -> dict[
     elapsed = anyio.run(main)
     cpu = _cpu_s() - cpu
     assert stats["done"] == total and stats["wrong"] == 0, stats
-    return _row("sdk", total, concurrency, elapsed, cpu)
+    return _row("sdk" if route == "create" else "sdk-post", total, concurrency, elapsed, cpu)
 
 
 def measure_probe(url: str, calls: int, limit_s: float) -> dict[str, Any]:
@@ -289,6 +310,8 @@ def child(args: argparse.Namespace) -> None:
         row = measure_probe(args.url, total, limit)
     elif args.child == "sdk":
         row = measure_sdk(args.url, total, c, limit)
+    elif args.child == "sdk-post":
+        row = measure_sdk(args.url, total, c, limit, route="post")
     elif args.child == "trialkit":
         row = measure_trialkit(args.url, total, c, limit, args.workers[0])
     elif args.child == "record":
@@ -456,7 +479,9 @@ def main() -> None:
     parser.add_argument(
         "--stock-server", action="store_true", help="leave Nagle on in the server (+~40 ms)"
     )
-    parser.add_argument("--child", choices=["probe", "sdk", "trialkit", "record", "replay"])
+    parser.add_argument(
+        "--child", choices=["probe", "sdk", "sdk-post", "trialkit", "record", "replay"]
+    )
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--cassette", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -483,28 +508,32 @@ def main() -> None:
         probe = run_child("probe", url, 20, 1, 60.0)
         print(f"one call at a time: median {probe['median_ms']} ms end to end")
         print(
-            f"{'C':>4} {'C/L':>6} {'sdk/s':>7} {'W':>2} {'trialkit/s':>10} {'steady/s':>8} "
-            f"{'of sdk':>7} {'of C/L':>7} {'sdk cpu ms':>10} {'tk cpu ms':>9} "
-            f"{'srv cpu ms':>10} {'sdk MB':>7} {'tk MB':>6} {'wk MB':>6}"
+            f"{'C':>4} {'C/L':>6} {'sdk/s':>7} {'post/s':>7} {'W':>2} {'trialkit/s':>10} "
+            f"{'steady/s':>8} {'of sdk':>7} {'of post':>7} {'of C/L':>7} {'sdk cpu ms':>10} "
+            f"{'post cpu':>8} {'tk cpu ms':>9} {'srv cpu ms':>10} {'sdk MB':>7} {'tk MB':>6} "
+            f"{'wk MB':>6}"
         )
         for c in levels:
-            runs: dict[str, list[dict[str, Any]]] = {"sdk": []}
+            runs: dict[str, list[dict[str, Any]]] = {"sdk": [], "sdk-post": []}
             runs |= {f"trialkit w={w}": [] for w in worker_counts}
             for _ in range(args.runs):  # interleaved, so drift hits every kind alike
-                runs["sdk"].append(quiet_child(args, "sdk", url, total, c, limit_s, None, pid))
+                for kind in ("sdk", "sdk-post"):
+                    runs[kind].append(quiet_child(args, kind, url, total, c, limit_s, None, pid))
                 for w in worker_counts:
                     row = quiet_child(args, "trialkit", url, total, c, limit_s, None, pid, w)
                     runs[f"trialkit w={w}"].append(row)
-            sdk = _median(runs["sdk"])
+            sdk, post = _median(runs["sdk"]), _median(runs["sdk-post"])
             ideal = c / latency
             for w in worker_counts:
                 tk = _median(runs[f"trialkit w={w}"])
                 workers_mb = f"{tk['workers_rss_mb']:>6.0f}" if w > 1 else f"{'-':>6}"
                 print(
-                    f"{c:>4} {ideal:>6.0f} {sdk['per_s']:>6.0f}{_mark(sdk):1} {w:>2} "
+                    f"{c:>4} {ideal:>6.0f} {sdk['per_s']:>6.0f}{_mark(sdk):1} "
+                    f"{post['per_s']:>6.0f}{_mark(post):1} {w:>2} "
                     f"{tk['per_s']:>9.0f}{_mark(tk):1} {tk['steady_per_s']:>8.0f} "
-                    f"{tk['per_s'] / sdk['per_s']:>7.0%} {tk['per_s'] / ideal:>7.0%} "
-                    f"{sdk['cpu_ms']:>10.2f} {tk['cpu_ms']:>9.2f} {tk['server_cpu_ms']:>10.2f} "
+                    f"{tk['per_s'] / sdk['per_s']:>7.0%} {tk['per_s'] / post['per_s']:>7.0%} "
+                    f"{tk['per_s'] / ideal:>7.0%} {sdk['cpu_ms']:>10.2f} {post['cpu_ms']:>8.2f} "
+                    f"{tk['cpu_ms']:>9.2f} {tk['server_cpu_ms']:>10.2f} "
                     f"{sdk['peak_rss_mb']:>7.0f} {tk['peak_rss_mb']:>6.0f} {workers_mb}",
                     flush=True,
                 )

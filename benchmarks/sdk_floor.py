@@ -7,9 +7,11 @@ SDK's own way to replace its transport) that answers every request at once with 
 completion. What is left is the CPU that building the request, the SDK's client and parsing the
 response cost, and nothing a faster server or network could remove.
 
-Three measurements, each in a fresh process, C concurrent calls (default 200), N calls in all:
+Four measurements, each in a fresh process, C concurrent calls (default 200), N calls in all:
 
 - **sdk**: the bare SDK: C asyncio tasks sharing a counter call `chat.completions.create`.
+- **sdk-post**: the same calls through the route trialkit's `openai/...` models take: the SDK's
+  `client.post` with the body as JSON, the answer read with `json.loads`.
 - **trialkit**: a suite of N trials (100 tasks, a string input, one `contains` grader) on
   `openai/gpt-4o-mini` with that client, run by `Runner(concurrency=C)`, no store.
 - **trialkit+store**: the same with the SQLite store on (a temp file).
@@ -42,7 +44,7 @@ from typing import Any
 TASKS = 100
 MODEL = "gpt-4o-mini"
 CHILD_TIMEOUT = 300.0  # seconds for one measurement
-KINDS = ("sdk", "trialkit", "trialkit+store")
+KINDS = ("sdk", "sdk-post", "trialkit", "trialkit+store")
 
 
 def _completion(content: str) -> bytes:
@@ -102,7 +104,7 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _sdk(total: int, concurrency: int) -> None:
+async def _sdk(total: int, concurrency: int, route: str) -> None:
     import anyio
 
     client = _client()
@@ -113,10 +115,15 @@ async def _sdk(total: int, concurrency: int) -> None:
         while left > 0:
             left -= 1
             task = left % TASKS
-            answer = await client.chat.completions.create(
-                model=MODEL, messages=[{"role": "user", "content": _prompt(task)}]
-            )
-            assert answer.choices[0].message.content == f"tok-{task:04d}"
+            messages = [{"role": "user", "content": _prompt(task)}]
+            if route == "create":
+                answer = await client.chat.completions.create(model=MODEL, messages=messages)
+                content = answer.choices[0].message.content
+            else:  # the route trialkit's openai/... models take
+                body = {"model": MODEL, "messages": messages}
+                raw = await client.post("/chat/completions", body=body, cast_to=bytes)
+                content = json.loads(raw)["choices"][0]["message"]["content"]
+            assert content == f"tok-{task:04d}"
 
     async with anyio.create_task_group() as group:
         for _ in range(concurrency):
@@ -155,7 +162,8 @@ def measure(kind: str, total: int, concurrency: int) -> dict[str, Any]:
     anyio.run(_warm_up)
     with tempfile.TemporaryDirectory() as folder:
         store_url = f"sqlite:///{Path(folder) / 'floor.db'}" if kind == "trialkit+store" else None
-        work = _sdk(total, concurrency) if kind == "sdk" else None
+        route = {"sdk": "create", "sdk-post": "post"}.get(kind)
+        work = _sdk(total, concurrency, route) if route else None
         cpu, started = _cpu_s(), time.perf_counter()
         if work is not None:
             anyio.run(lambda: work)
