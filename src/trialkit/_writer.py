@@ -67,7 +67,8 @@ class TrialWriter:
         if self.store is None:
             return
         self.pending.append(trial)
-        self.wake.set()
+        if not self.busy:  # a busy writer wakes itself when its batch is saved
+            self.wake.set()
         while len(self.pending) >= self.max_pending:  # and as many again being saved, at most
             await self.drained.wait()
 
