@@ -541,6 +541,23 @@ async def test_managed_calls_retry_and_record_no_secret(provider_server: Provide
     assert KEY not in recorder.transcript.model_dump_json()
 
 
+async def test_clients_stop_at_the_cap_and_the_least_busy_takes_the_rest() -> None:
+    from trialkit.models.openai import MAX_CLIENTS, REQUESTS_PER_CLIENT
+
+    model = OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", api_key=KEY)
+    try:
+        full = REQUESTS_PER_CLIENT * MAX_CLIENTS
+        leased = [model._lease() for _ in range(full)]
+        assert len(model._in_flight) == MAX_CLIENTS  # a new client only when all are full
+        assert model._in_flight == [REQUESTS_PER_CLIENT] * MAX_CLIENTS
+        model._in_flight[3] -= 2  # two of the fourth client's requests are answered
+        assert [model._lease(), model._lease(), model._lease()] == [3, 3, 0]
+        assert len(model._in_flight) == MAX_CLIENTS  # past the cap: the least busy shares
+        assert leased[:REQUESTS_PER_CLIENT] == [0] * REQUESTS_PER_CLIENT
+    finally:
+        await model.aclose()
+
+
 async def test_high_concurrency_spreads_over_several_clients(
     provider_server: ProviderServer,
 ) -> None:

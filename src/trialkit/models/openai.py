@@ -68,12 +68,13 @@ FINISH_REASONS = {
 }
 
 
-REQUESTS_PER_CLIENT = 32
+REQUESTS_PER_CLIENT = 8
 """In-flight requests one SDK client carries before the next client takes some. A client's
 connection pool looks at each of its connections for every request, so at high concurrency
-several small pools cost less CPU than one large one (about 15% less per call at 200
-concurrent calls, measured against the fake server)."""
-MAX_CLIENTS = 8
+several small pools cost less CPU than one large one: against the fake server, pools of 8
+instead of 32 halved the pool's work per request at 50 and 200 concurrent calls (3-5% of a
+call's CPU). The connections are the same in number, only spread over more pools."""
+MAX_CLIENTS = 32
 
 
 class OpenAIModel(Model):
