@@ -6,14 +6,17 @@ import math
 import random
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialkit import metrics
+from trialkit.outcome import Outcome
 from trialkit.report import TrialResult
 from trialkit.score import Score, Verdict
 from trialkit.tally import ExactSum, TaskTally
 from trialkit.transcript import Usage
+from trialkit.trial import Trial, TrialStatus
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -82,6 +85,58 @@ def test_a_tally_of_results_in_any_order_matches_the_whole_list() -> None:
         non_passing = [r for r in results if r.verdict is not Verdict.PASS]
         expected = results if trials <= 20 else non_passing[:20]
         assert kept.listed_results() == expected
+
+
+def _trial(rng: random.Random, index: int) -> Trial:
+    result = _result(rng, index)
+    assert result.started_at is not None
+    return Trial(
+        run_id="run",
+        task_id="task",
+        index=index,
+        status=TrialStatus.ERROR if result.verdict is Verdict.ERROR else TrialStatus.COMPLETED,
+        verdict=result.verdict,
+        scores=result.scores,
+        outcome=Outcome(output=f"output {index}"),
+        usage=result.usage,
+        cost_usd=result.cost_usd,
+        grader_cost_usd=0.0,
+        started_at=result.started_at,
+        duration_s=result.duration_s,
+    )
+
+
+def test_a_tally_of_trials_is_the_tally_of_their_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`add_trial` counts a trial as `add` counts its `TrialResult`, and makes that result only
+    for the trials the report lists."""
+    made: list[int] = []
+    from_trial = TrialResult.from_trial
+
+    def counted(trial: Trial) -> TrialResult:
+        made.append(trial.index)
+        return from_trial(trial)
+
+    rng = random.Random(11)
+    for count in (0, 3, 20, 21, 400):
+        trials = [_trial(rng, i) for i in range(count)]
+        order = rng.sample(trials, len(trials))
+        of_results = TaskTally(max_results=20)
+        for trial in order:
+            of_results.add(TrialResult.from_trial(trial))
+        made.clear()
+        monkeypatch.setattr(TrialResult, "from_trial", staticmethod(counted))
+        of_trials = TaskTally(max_results=20)
+        for trial in order:
+            of_trials.add_trial(trial)
+        monkeypatch.undo()
+        assert of_trials.totals() == of_results.totals()
+        assert of_trials.listed_results() == of_results.listed_results()
+        listed = [result.trial for result in of_trials.listed_results()]
+        assert set(listed) <= set(made)
+        if count > 100:  # a big task: most of its trials are counted, not made into results
+            assert len(made) < count / 2
 
 
 def test_a_tally_keeps_a_bounded_number_of_results_however_many_trials() -> None:

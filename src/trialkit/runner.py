@@ -41,7 +41,6 @@ from trialkit.report import (
     RunInfo,
     SuiteInfo,
     TaskPlan,
-    TrialResult,
     tallied_report,
 )
 from trialkit.run_trial import PlannedTask, TrialRunner, model_name
@@ -503,7 +502,7 @@ class Runner:
                 budget.add(trial)
                 kept = tallies.get(item.task.id)
                 if kept is not None:
-                    kept.add(TrialResult.from_trial(trial))
+                    kept.add_trial(trial)
                 await writing.put(trial)
                 self._export("on_trial", trial)
                 self.finished += 1

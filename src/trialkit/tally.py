@@ -1,7 +1,7 @@
 """What a run's report needs of its trials, kept as running figures while the run goes.
 
 A run of a million trials cannot keep a result per trial until it ends. A `TaskTally` takes
-each finished trial's `TrialResult` and keeps only what the task's report is made of: counts
+each finished trial (or its `TrialResult`) and keeps only what the task's report is made of: counts
 by verdict, token totals, exact running sums of scores and costs (Shewchuk's partials, so the
 totals are `math.fsum`'s to the last bit, in any order), the span of wall time, each trial's
 duration (8 bytes, for exact latency percentiles), and the results the report lists (every
@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,7 @@ from trialkit.transcript import Usage
 
 if TYPE_CHECKING:
     from trialkit.report import Measures, TaskTotals, TrialResult
+    from trialkit.trial import Trial
 
 
 class ExactSum:
@@ -115,6 +116,18 @@ class TaskTally:
         return len(self.durations)
 
     def add(self, result: TrialResult) -> None:
+        self._count(result, result.trial, lambda: result)
+
+    def add_trial(self, trial: Trial) -> None:
+        """`add` of a finished trial, whose `TrialResult` is made only if the report lists it
+        (most trials of a big task are counted, not listed)."""
+        from trialkit.report import TrialResult
+
+        self._count(trial, trial.index, lambda: TrialResult.from_trial(trial))
+
+    def _count(
+        self, result: TrialResult | Trial, index: int, listed: Callable[[], TrialResult]
+    ) -> None:
         self.verdicts[_INDEX[result.verdict]] += 1
         if _counts(result.usage):
             self.usage = self.usage + result.usage
@@ -130,7 +143,7 @@ class TaskTally:
         self.pending += any(s.pending for s in result.scores)
         self.durations.append(result.duration_s)
         self._span(result.started_at, result.duration_s)
-        self._list(result)
+        self._list(index, result.verdict is Verdict.PASS, listed)
 
     def _span(self, started: datetime | None, duration: float) -> None:
         if not self.starts_known:
@@ -145,20 +158,19 @@ class TaskTally:
         if self.last_end is None or end > self.last_end:
             self.last_end = end
 
-    def _list(self, result: TrialResult) -> None:
-        listed = self.listed
-        passed = result.verdict is Verdict.PASS
+    def _list(self, index: int, passed: bool, listed: Callable[[], TrialResult]) -> None:
+        kept = self.listed
         if self.trials > self.max_results:
             if self.trials == self.max_results + 1:  # past the limit: only non-passing ones
-                listed[:] = [entry for entry in listed if not entry[1]]
-            full = len(listed) >= self.max_results
-            if passed or (full and (not listed or result.trial > listed[-1][0])):
+                kept[:] = [entry for entry in kept if not entry[1]]
+            full = len(kept) >= self.max_results
+            if passed or (full and (not kept or index > kept[-1][0])):
                 return
+        result = listed()
         share_field_sets(result)  # kept to the end of the run: held as lightly as it can be
-        entry = (result.trial, passed, result)
-        bisect.insort(listed, entry, key=_trial_of)
+        bisect.insort(kept, (index, passed, result), key=_trial_of)
         if self.trials > self.max_results:
-            del listed[self.max_results :]
+            del kept[self.max_results :]
 
     def listed_results(self) -> list[TrialResult]:
         """The results the task's report lists, in trial order."""
