@@ -30,7 +30,6 @@ from trialkit.models._convert import (
     classify_status,
     malformed,
     missing_sdk,
-    parse_arguments,
     reading_answer,
     shape_problem,
 )
@@ -45,7 +44,7 @@ from trialkit.models.base import (
     ToolSpec,
 )
 from trialkit.secrets import register_client, register_secret
-from trialkit.transcript import Message, ToolCall, Usage
+from trialkit.transcript import Message
 
 if TYPE_CHECKING:
     import ssl
@@ -369,7 +368,10 @@ _API = "an OpenAI chat completion"
 
 
 def _response(model_id: str, completion: object) -> ModelResponse:
-    """Our answer from the body's JSON, checked first against the shape of what is read."""
+    """Our answer from the body's JSON, checked first against the shape of what is read, then
+    read as a captured chat completion is (`trialkit.capture.wire`)."""
+    from trialkit.capture import wire  # it imports this module
+
     problem = shape_problem(completion, _COMPLETION)
     if problem is None and isinstance(completion, dict):
         message = completion["choices"][0]["message"]
@@ -379,63 +381,5 @@ def _response(model_id: str, completion: object) -> ModelResponse:
             problem = problem or shape_problem(call, shape, where)
     if problem is not None:
         raise malformed(model_id, _API, problem)
-    assert isinstance(completion, dict)  # the shape says so
     with reading_answer(model_id, _API):
-        return _read_completion(completion)
-
-
-def _read_completion(completion: dict[str, Any]) -> ModelResponse:
-    choice = completion["choices"][0]
-    message = choice["message"]
-    reasoning = _reasoning(message)
-    finish: str | None = choice.get("finish_reason")
-    return ModelResponse(
-        message=Message(
-            role="assistant",
-            content=message.get("content") or message.get("refusal") or "",
-            tool_calls=_tool_calls(message),
-        ),
-        finish_reason=FINISH_REASONS.get(finish, finish) if finish else None,
-        usage=_usage(completion.get("usage")),
-        model=completion.get("model"),
-        id=completion.get("id"),
-        reasoning=[reasoning] if reasoning else [],
-    )
-
-
-def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
-    calls = []
-    for index, call in enumerate(message.get("tool_calls") or []):
-        if call.get("type") == "custom":
-            custom = call["custom"]
-            name, arguments = custom["name"], {"_raw": custom.get("input")}
-        else:  # any other type is a function call, as the SDK reads it
-            function = call["function"]
-            name, arguments = function["name"], parse_arguments(function.get("arguments"))
-        calls.append(ToolCall(id=call.get("id") or f"call_{index}", name=name, arguments=arguments))
-    return calls
-
-
-def _reasoning(message: dict[str, Any]) -> str | None:
-    """The reasoning text some servers add (`reasoning_content`: DeepSeek, vLLM, llama.cpp;
-    `reasoning`: newer vLLM, OpenRouter)."""
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _usage(usage: dict[str, Any] | None) -> Usage:
-    """OpenTelemetry semantics, which are OpenAI's: `prompt_tokens` includes cached tokens."""
-    if usage is None:
-        return Usage()
-    prompt = usage.get("prompt_tokens_details") or {}
-    completion = usage.get("completion_tokens_details") or {}
-    return Usage(
-        input_tokens=usage.get("prompt_tokens") or 0,
-        output_tokens=usage.get("completion_tokens") or 0,
-        cache_read_tokens=prompt.get("cached_tokens") or 0,
-        cache_write_tokens=prompt.get("cache_write_tokens") or 0,
-        reasoning_tokens=completion.get("reasoning_tokens") or 0,
-    )
+        return wire.parse_json("chat", completion)
