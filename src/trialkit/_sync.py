@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
 import anyio.from_thread
-import sniffio
 
 T = TypeVar("T")
 
@@ -16,14 +14,8 @@ T = TypeVar("T")
 def in_event_loop() -> bool:
     """Whether this thread is running an event loop (an async test, a Jupyter cell)."""
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        return True
-    try:
-        sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
+        anyio.current_time()  # asks the loop of this thread, through anyio's own detection
+    except RuntimeError:  # anyio.NoEventLoopError (sniffio's error under anyio before 4.11)
         return False
     return True
 
