@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from gettext import gettext
 from typing import Any, NamedTuple
@@ -16,6 +17,9 @@ from typing import Any, NamedTuple
 import click
 
 from trialkit._version import __version__
+
+EXIT_INTERRUPTED = 130
+"""As `trialkit.cli._common.EXIT_INTERRUPTED` (not imported: starting `trialkit` stays light)."""
 
 
 class LazyCommand(NamedTuple):
@@ -166,6 +170,16 @@ class LazyGroup(click.Group):
         self.lazy_commands = LazyCommands(table)
         kwargs["commands"] = self.lazy_commands
         super().__init__(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a Ctrl-C before the command handles it itself (while its module is
+        imported, its options parsed) ends as one later does: one line, exit 130 (click's
+        default is "Aborted!" and exit 1)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = [name for name in self.list_commands(ctx) if self.lazy_commands.visible(name)]
