@@ -211,6 +211,9 @@ def test_a_post_without_the_token_or_from_another_host_or_site_is_refused(
         ({"trial": "9" * 30}, "trial"),
         ({"comment": "x" * 20_001}, "comment"),
         ({"grader": ""}, "grader"),
+        ({"task": "no-such-task"}, "task"),
+        ({"trial": "7"}, "trial"),
+        ({"task": "tone", "trial": "3"}, "trial"),
     ],
 )
 def test_a_bad_field_is_a_400_naming_it_and_nothing_is_stored(
@@ -278,7 +281,45 @@ def test_a_read_only_viewer_shows_labels_but_no_form_and_refuses_the_post(
     own = hmac.new(app.state.csrf_secret, session.encode(), hashlib.sha256).hexdigest()
     refused = reader.post(f"/runs/{run}/review", data=form(own, trial="1"))
     assert refused.status_code == 403 and "takes no labels" in reason(refused.text)
+    stranger = TestClient(app).post(f"/runs/{run}/review", content=b"\xff", headers=MULTIPART)
+    assert stranger.status_code == 403 and "takes no labels" in reason(stranger.text)
     assert [(x.task_id, x.trial) for x in store.labels(run)] == [("capital", 0)]
+
+
+MULTIPART = {"content-type": "multipart/form-data; boundary=b"}
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "status"),
+    [
+        ("multipart/form-data; boundary=b", b"not multipart at all", 400),
+        ("multipart/form-data", b"--b--\r\n", 400),  # no boundary
+        ("application/x-www-form-urlencoded", b"task=\xff\xfe&trial=%zz", 403),
+        ("text/plain", b"csrf_token=x", 403),
+        ("application/json", b"{", 403),
+        ("", b"", 403),
+    ],
+)
+def test_a_malformed_post_is_refused_never_a_500(
+    stored: tuple[Store, str, Report], content_type: str, body: bytes, status: int
+) -> None:
+    store, _, report = stored
+    run = report.run.id
+    client = client_of(store)
+    client.get(f"/runs/{run}/trials/capital/0")  # a session
+    sent = client.post(f"/runs/{run}/review", content=body, headers={"content-type": content_type})
+    assert sent.status_code == status, reason(sent.text)
+    assert store.labels(run) == []
+
+
+def test_a_label_sent_as_multipart_is_read(stored: tuple[Store, str, Report]) -> None:
+    store, _, report = stored
+    run = report.run.id
+    client = client_of(store)
+    token = token_of(client.get(f"/runs/{run}/trials/capital/0").text)
+    sent = client.post(f"/runs/{run}/review", files={k: (None, v) for k, v in form(token).items()})
+    assert sent.status_code == 200
+    assert [(x.task_id, x.trial, x.verdict) for x in store.labels(run)] == [("capital", 0, "pass")]
 
 
 def slowly(prompt: str) -> str:

@@ -23,7 +23,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from trialkit.labels import HUMAN, Label
-from trialkit.store import GraderNotFound, PendingReview, Store, StoreError
+from trialkit.store import GraderNotFound, PendingReview, Store, StoreError, TrialNotFound
+from trialkit.store.queries import task_ids
 from trialkit.trial import Trial
 from trialkit.view import pages
 from trialkit.view.security import csrf_protected
@@ -151,10 +152,17 @@ def queue_page(request: Request) -> Response:
     )
 
 
-async def _save_label(request: Request) -> Response:
+async def save_label(request: Request) -> Response:
+    """Save the label a review form sent: refused (403) by a viewer that takes no labels before
+    anything of the request is read, then (403) without the session's CSRF token."""
     reason = read_only_reason(request)
     if reason is not None:
         raise HTTPException(403, f"this viewer takes no labels: {reason}")
+    return await _save_checked_label(request)
+
+
+@csrf_protected
+async def _save_checked_label(request: Request) -> Response:
     ref = request.path_params["ref"]
     label = parse_label(await request.form())
 
@@ -166,6 +174,8 @@ async def _save_label(request: Request) -> Response:
             store.save_label(chosen)
         except GraderNotFound as exc:
             raise pages.BadRequest(f"grader: {exc}") from None
+        except TrialNotFound as exc:
+            raise pages.BadRequest(f"{missing_field(store, run_id, label)}: {exc}") from None
         except StoreError as exc:  # a store that takes no writes (a read-only file, a replica)
             raise HTTPException(503, f"the label was not saved: {exc}") from None
         return next_address(run_id, label, before, store.pending_reviews(run_id))
@@ -183,7 +193,10 @@ async def _save_label(request: Request) -> Response:
     return response
 
 
-save_label = csrf_protected(_save_label)
+def missing_field(store: Store, run_id: str, label: Label) -> str:
+    """The field of a review form that names no trial of the run: `task` when the run has no
+    such task, else `trial`."""
+    return "task" if label.task_id not in task_ids(store, run_id) else "trial"
 
 
 def next_address(
