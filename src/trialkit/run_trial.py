@@ -21,7 +21,7 @@ from trialkit._calls import call_user
 from trialkit._errors import describe, find
 from trialkit._record import ErrorInfo, clean_text
 from trialkit.capture.calls import StreamCut, flush_held
-from trialkit.capture.scope import OfflineRefused
+from trialkit.capture.scope import OfflineRefused, collect_children, trial_ended, trial_started
 from trialkit.environments.base import Environment
 from trialkit.graders.base import GradeContext, Grader, run_grader, trial_verdict
 from trialkit.harness.base import Harness, HarnessError, Reply, Session, TrialContext
@@ -74,6 +74,7 @@ class TrialRunner:
         task = item.task
         recorder = TranscriptRecorder(task.id, index)
         token = activate(recorder)
+        trial_started(recorder)
         started_at = recorder.transcript.timing.started_at or datetime.now(UTC)
         clock = time.perf_counter()
         state = _TrialState()
@@ -89,6 +90,7 @@ class TrialRunner:
                 )
         finally:
             flush_held(recorder)
+            trial_ended(recorder)
             recorder.closed = True
             if state.world_ready:
                 self.env.keep_for(state.world, self._verdict(state), run_id=self.run_id)
@@ -148,6 +150,7 @@ class TrialRunner:
         )
         agent_error = await self._converse(ctx, recorder, state.outcome)
         timing.agent_s = time.perf_counter() - mark
+        collect_children()  # what a child the agent forked refused
         if recorder.fatal is not None:  # a replay miss, an --offline refusal, a cut stream
             state.fail_with(recorder.fatal, "agent")
             return
@@ -181,6 +184,7 @@ class TrialRunner:
         with calls_as("grader"):
             state.scores = await _grade(item.graders, grade_ctx, expect=task.expect)
         timing.grading_s = time.perf_counter() - mark
+        collect_children()
         if recorder.fatal is not None:  # a grader's own SDK call could not be answered
             state.fail_with(recorder.fatal, "grading")
             return
