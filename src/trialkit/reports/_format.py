@@ -40,6 +40,30 @@ def _escape_one(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+_TERMINAL_SEQUENCE = re.compile(
+    r"""
+    \x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?       # CSI: colours, cursor moves, clears
+    | \x1b[]P^_X][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?  # OSC, DCS…: a string to its end
+    | \x1b[\x20-\x2f]*[\x30-\x7e]?                     # any other escape sequence
+    """,
+    re.VERBOSE,
+)
+_STRIPPED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ANY_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def strip_controls(text: str) -> str:
+    """`text` without terminal control: escape sequences (ANSI colours, cursor moves, window
+    titles) removed whole, other C0 and C1 control characters removed (a tab and a newline
+    stay, a CRLF becomes a newline), lone surrogates shown as U+FFFD. For pages, where text is
+    read rather than copied: the file reports show them as `\\xNN` (`escape_controls`)."""
+    if _ANY_CONTROL.search(text) is None:
+        return text
+    text = _TERMINAL_SEQUENCE.sub("", text.replace("\r\n", "\n"))
+    return _SURROGATE.sub("\ufffd", _STRIPPED.sub("", text))
+
+
 def truncate(text: str, limit: int) -> str:
     """Cut `text` to `limit` characters and say how much was left out."""
     if len(text) <= limit:

@@ -3,6 +3,8 @@ route raises to answer 400 or 404.
 
 Templates are Jinja2 with autoescape on: every value put in a page is escaped, so stored
 text (outputs, tool results, task ids) is shown as text. Never mark stored text `|safe`.
+Every value is also stripped of terminal control (`readable`): an agent's ANSI colours,
+cursor moves and other control characters never reach a page.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
@@ -218,10 +221,22 @@ def when(moment: datetime | None) -> str:
     return "" if moment is None else moment.isoformat(sep=" ", timespec="seconds")
 
 
+def readable(value: Any) -> Any:
+    """What a template shows of `value` (Jinja's `finalize`, run on every `{{ … }}` before
+    escaping): text without terminal escape sequences or control characters, except tabs and
+    newlines (`strip_controls`); numbers and `None` as they are."""
+    if value is None or isinstance(value, int | float):
+        return value
+    if hasattr(value, "__html__"):  # markup a macro or a filter made: already escaped
+        return Markup(f.strip_controls(str(value.__html__())))
+    return f.strip_controls(str(value))
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,
+        finalize=readable,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
