@@ -8,6 +8,7 @@ impossible inputs, and `float(comb(2000, 1000))` overflows.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -25,7 +26,11 @@ __all__ = [
     "pass_hat_k_table",
     "percentile",
     "rate",
+    "student_t_cdf",
+    "student_t_quantile",
     "supported_ks",
+    "t_interval",
+    "task_mean_interval",
     "wilson_interval",
 ]
 
@@ -168,6 +173,117 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     lower = 0.0 if successes == 0 else max(0.0, centre - half_width)
     upper = 1.0 if successes == n else min(1.0, centre + half_width)
     return lower, upper
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function, evaluated by the
+    modified Lentz method; converges quickly for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    value = d
+    for m in range(1, 10_000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            value *= c * d
+        if abs(c * d - 1.0) < 1e-16:
+            break
+    return value
+
+
+def _regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function, for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(b, a, 1 - x) / b
+
+
+def student_t_cdf(x: float, dof: float) -> float:
+    """P(T <= x) for Student's t with `dof` > 0 degrees of freedom (through the regularized
+    incomplete beta function: the tail beyond |x| is I_{dof/(dof + x²)}(dof/2, 1/2) / 2)."""
+    if dof <= 0:
+        raise ValueError(f"dof={dof} must be > 0")
+    if math.isinf(x):
+        return 1.0 if x > 0 else 0.0
+    tail = 0.5 * _regularized_beta(dof / 2, 0.5, dof / (dof + x * x))
+    return 1.0 - tail if x > 0 else tail
+
+
+@functools.lru_cache(maxsize=256)
+def student_t_quantile(q: float, dof: float) -> float:
+    """The x with P(T <= x) = q for Student's t with `dof` degrees of freedom, by bisection to
+    the precision of a float."""
+    if not 0 < q < 1:
+        raise ValueError(f"q={q} must lie strictly between 0 and 1")
+    if q < 0.5:
+        return -student_t_quantile(1 - q, dof)
+    if q == 0.5:
+        return 0.0
+    low, high = 0.0, 1.0
+    while student_t_cdf(high, dof) < q:
+        low, high = high, high * 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        if middle in (low, high):
+            break
+        if student_t_cdf(middle, dof) < q:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def t_interval(
+    values: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float] | None:
+    """(mean, low, high): Student's t interval of the mean of `values` (what
+    `scipy.stats.t.interval(confidence, n − 1, mean, sem)` gives); None for fewer than 2."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence={confidence} must lie strictly between 0 and 1")
+    n = len(values)
+    if n < 2:
+        return None
+    mean = math.fsum(values) / n
+    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    half = student_t_quantile(1 - (1 - confidence) / 2, n - 1) * math.sqrt(variance / n)
+    return mean, mean - half, mean + half
+
+
+def task_mean_interval(
+    rates: Sequence[float], passed: int, decided: int, confidence: float = 0.95
+) -> tuple[float, float] | None:
+    """The task-clustered interval of a suite's pass rate, the mean of its tasks' `rates`
+    (tasks are the sample; trials are clustered in them): Student's t interval over the task
+    rates, widened where needed to hold the Wilson interval of the `passed` of `decided`
+    trials pooled, and kept in [0, 1]. None when no task has a rate.
+
+    The t interval over tasks covers what varies from task to task; with 3–10 tasks it keeps
+    its coverage where a Wilson interval over pooled trials, which takes trials to be
+    independent, is 2–3 times too narrow. The Wilson interval is its floor: when every task
+    has the same rate (all passed, say) the t interval is zero wide, and the trials still say
+    how uncertain each rate is. With one task the interval is that task's Wilson interval.
+    """
+    wilson = wilson_interval(passed, decided, confidence)
+    if not rates or wilson is None:
+        return None
+    figures = t_interval(rates, confidence)
+    if figures is None:
+        return wilson
+    _, low, high = figures
+    return max(0.0, min(low, wilson[0])), min(1.0, max(high, wilson[1]))
 
 
 def is_flaky(outcomes: Sequence[bool]) -> bool:

@@ -51,18 +51,24 @@ def test_markdown(store_url: str) -> None:
 
 ### B against A
 
-**B is worse than A on 2 tasks (2 new failures, 0 fixed); the pass rate changes by −50.0 pts (95% CI −90.0 to 0.0 pts): not significant at 95%.**
+**❌ B is worse than A on these tasks: 1 of B's trials passed where 3.5 were expected if nothing changed (exact stratified test over 2 tasks, p = 0.02): significant at 95%. Not compared: f (only in B (added)), e (only in A (removed)). Verdicts: 2 new failures (b, c); no single task changed significantly on its own (Fisher's exact test, Holm-adjusted over 2 tasks).**
+
+For tasks like these: the mean task pass rate goes 100.0% → 58.3%, −41.7 pts over 4 tasks (95% CI −100.0 to +37.9 pts; sign-flip test p = 0.5): too few tasks to tell: with 4 tasks no test over tasks can reach p \\< 0.05 (the smallest possible is 2/2^4 = 0.125); it takes at least 6 tasks that change.
 
 | Figure | Value |
 |---|---|
-| Tasks in both runs | 4 (1 added in B, 1 removed: not compared) |
+| Tasks in both runs | 4 (4 with decided trials in both) |
 | New failures in B | 2: b, c |
 | Fixed in B | none |
-| Errored in either run (not tested) | 1: d |
-| Added in B | 1: f |
-| Removed in B | 1: e |
-| Pass rate A → B (tasks in both) | 100.0% → 50.0% |
-| Difference B − A | −50.0 pts (95% CI −90.0 to 0.0 pts; paired bootstrap over 4 tasks, 10,000 resamples, seed 0) |
+| Errored in either run | 1: d |
+| Not compared | 2: f: only in B (added), e: only in A (removed) |
+| These tasks: exact stratified test (the gate) | p = 0.02 (B passed 1 trial, 3.5 expected, over 2 tasks that can vary; CMH χ² = 7.35, p = 0.0067) |
+| These tasks: changed on their own | none significant alone (Fisher's exact test, Holm-adjusted over 2 tasks) |
+| These tasks: smallest detectable change | 53.2 pts on every task (80% power) |
+| Pass rate A → B (mean over tasks in both) | 100.0% → 58.3% |
+| Tasks like these: difference B − A | −41.7 pts (95% CI −100.0 to +37.9 pts; t interval over 4 tasks) |
+| Tasks like these: sign-flip test over tasks | p = 0.5 (exact; 2 of 4 tasks changed; smallest possible p = 0.5): too few tasks to tell |
+| Tasks like these: smallest detectable change | none: too few tasks for any test over tasks to reach 0.05 |
 | Exact McNemar test (task verdicts) | p = 0.5 (2 new failures, 0 fixed, of 3 tasks decided in both) |
 | Mean score Δ (whole runs) | −0.385 |
 | Cost per trial Δ (whole runs) | −\\$0.0010 |
@@ -75,7 +81,7 @@ def test_markdown(store_url: str) -> None:
 | a | ✅ 3/3 100.0% | ✅ 3/3 100.0% | 0.0 pts | 0.000 | −\\$0.0010 | 0.00 s |  |
 | b | ✅ 3/3 100.0% | ❌ 1/3 33.3% | −66.7 pts | −0.667 | −\\$0.0010 | 0.00 s | **new failure** |
 | c | ✅ 3/3 100.0% | ❌ 0/3 0.0% | −100.0 pts | −1.000 | −\\$0.0010 | 0.00 s | **new failure** |
-| d | ✅ 3/3 100.0% | ⚠️ 1/1 100.0% | 0.0 pts | 0.000 | −\\$0.0010 | 0.00 s | error (not tested) |
+| d | ✅ 3/3 100.0% | ⚠️ 1/1 100.0% | 0.0 pts | 0.000 | −\\$0.0010 | 0.00 s | error |
 | e | ✅ 3/3 100.0% | — | n/a | n/a | n/a | n/a | removed |
 | f | — | ✅ 3/3 100.0% | n/a | n/a | n/a | n/a | added |
 """)
@@ -84,11 +90,14 @@ def test_markdown(store_url: str) -> None:
 def test_table_names_the_models_and_ends_with_the_conclusion(store_url: str) -> None:
     code, out, _ = invoke(store_url, "base", "cand")
 
-    assert code == 0
+    flat = " ".join(out.split())
+    assert code == 0  # without --fail-on-regression, a report only
     assert "A · gpt-4o" in out
     assert "B · gpt-4o-mini" in out
     assert "new failure" in out
-    assert out.rstrip().splitlines()[-1].endswith("not significant at 95%.")
+    assert "B is worse than A on these tasks" in flat
+    assert "For tasks like these:" in flat
+    assert flat.endswith("it takes at least 6 tasks that change.")
 
 
 def test_json(store_url: str) -> None:
@@ -96,13 +105,14 @@ def test_json(store_url: str) -> None:
 
     data = json.loads(out)
     assert code == 0
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert [r["model"] for r in data["runs"]] == ["gpt-4o", "gpt-4o-mini"]
     pair = data["pairs"][0]
     assert (pair["new_failures"], pair["error_tasks"]) == (["b", "c"], ["d"])
     assert (pair["added"], pair["removed"]) == (["f"], ["e"])
     assert pair["mcnemar_p_value"] == 0.5
-    assert pair["outcome"] == "no_difference"
+    assert (pair["outcome"], pair["suite_outcome"]) == ("worse", "too_few_tasks")
+    assert [t["id"] for t in pair["left_out"]] == ["f", "e"]
 
 
 def test_fail_on_regression_exits_1_only_when_significantly_worse(tmp_path: Path) -> None:
@@ -115,7 +125,7 @@ def test_fail_on_regression_exits_1_only_when_significantly_worse(tmp_path: Path
     code, out, err = invoke(url, "good", "bad", "--fail-on-regression")
     assert code == 1
     assert "significant at 95%." in out
-    assert err == "regression: run B is significantly worse than run A\n"
+    assert err == REGRESSION
 
     assert invoke(url, "good", "bad")[0] == 0  # without the flag, a report only
     assert invoke(url, "good", "also-good", "--fail-on-regression")[0] == 0
@@ -132,36 +142,31 @@ def regression_store(tmp_path: Path, tasks: int, failing: int) -> str:
     return url
 
 
-@pytest.mark.parametrize(("tasks", "failing"), [(1, 1), (3, 3), (5, 5), (40, 5)])
-def test_fail_on_regression_cannot_tell_from_too_few_changed_tasks(
-    tmp_path: Path, tasks: int, failing: int
+REGRESSION = (
+    "regression: run B is significantly worse than run A on these tasks (exact stratified test)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("tasks", "failing", "code"),
+    [(1, 1, 0), (3, 3, 1), (5, 5, 1), (40, 5, 1), (6, 6, 1), (200, 30, 1)],
+)
+def test_fail_on_regression_counts_trials_within_tasks(
+    tmp_path: Path, tasks: int, failing: int, code: int
 ) -> None:
-    """The bootstrap's interval lies below 0 (zero wide when every task fails), but fewer than
-    6 tasks changed: the exact McNemar test cannot reach p < 0.05, so no regression is called."""
+    """3/3 → 0/3 on one task is Fisher's p = 0.1: no regression called. On 3 or more tasks
+    the trials show it (p <= 2/20^3), though 5 or fewer tasks cannot answer for tasks like
+    these."""
     url = regression_store(tmp_path, tasks, failing)
 
-    code, out, err = invoke(url, "good", "bad", "--fail-on-regression")
-
-    tasks_changed = f"only {failing} task{'s' if failing > 1 else ''} changed verdict"
-    why = f"{tasks_changed}, too few to tell at 95% (it takes at least 6)"
-    assert code == 0
-    assert " ".join(out.split()).endswith(f", but {why}.")  # the conclusion, maybe wrapped
-    assert err == f"cannot tell whether run B is worse than run A: {why}\n"
-
-
-@pytest.mark.parametrize(("tasks", "failing"), [(6, 6), (200, 30)])
-def test_fail_on_regression_exits_1_when_both_tests_agree(
-    tmp_path: Path, tasks: int, failing: int
-) -> None:
-    url = regression_store(tmp_path, tasks, failing)
-
-    code, out, err = invoke(url, "good", "bad", "--fail-on-regression", "--format", "json")
+    exit_code, out, err = invoke(url, "good", "bad", "--fail-on-regression", "--format", "json")
 
     pair = json.loads(out)["pairs"][0]
-    assert (pair["outcome"], pair["mcnemar_p_value"]) == ("worse", 2 / 2**failing)
-    assert pair["difference_ci"][1] < 0
-    assert code == 1
-    assert err == "regression: run B is significantly worse than run A\n"
+    assert pair["trial_test"]["p_value"] == pytest.approx(2 * (1 / 20) ** failing)
+    assert exit_code == code
+    assert (pair["outcome"] == "worse") is (code == 1)
+    assert err == (REGRESSION if code else "")
+    assert (pair["suite_outcome"] == "too_few_tasks") is (failing < 6)
 
 
 def test_different_suites_are_refused_unless_allowed(store_url: str) -> None:
@@ -228,27 +233,14 @@ def test_without_scipy_compare_says_the_same(
     assert invoke(store_url, "base", "cand", "--format", "md") == with_scipy
 
 
-def test_without_numpy_the_interval_names_the_extra(
+def test_without_numpy_or_scipy_the_gate_is_the_same(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    gated = invoke(store_url, "base", "cand", "--fail-on-regression", "--format", "md")
     without(monkeypatch, "numpy", "scipy", "scipy.stats")
 
-    code, out, err = invoke(store_url, "base", "cand", "--format", "md")
-
-    assert (code, err) == (0, "")
-    assert (
-        "| Difference B − A | −50.0 pts (no interval: the paired bootstrap needs numpy: "
-        "pip install 'trialkit\\[stats\\]') |"  # Markdown escapes the brackets
-    ) in out
-    assert "| Exact McNemar test (task verdicts) | p = 0.5 " in out
-
-    code, out, err = invoke(store_url, "base", "cand", "--fail-on-regression")
-
-    assert (code, out) == (2, "")
-    assert err == (
-        "error: --fail-on-regression needs the interval of the difference, and the paired "
-        "bootstrap needs numpy: pip install 'trialkit[stats]'\n"
-    )
+    assert invoke(store_url, "base", "cand", "--fail-on-regression", "--format", "md") == gated
+    assert gated[0] == 1
 
 
 def test_output_file(store_url: str, tmp_path: Path) -> None:

@@ -3,14 +3,12 @@
 - `mcnemar_exact`: two runs' verdicts on the same tasks. Among the tasks that changed, n new
   failures and m fixes; with no difference each is a fair coin, so p is the two-sided binomial
   test of n in n + m at 1/2 (what `scipy.stats.binomtest` gives), summed in integers.
-- `paired_bootstrap`: an interval for the difference of two pooled pass rates over the same
-  tasks, resampling tasks with replacement, the same draw for both runs.
 - `cochran_q`: k >= 2 models' verdicts on the same tasks; Q is chi-squared with k − 1 degrees
   of freedom when no model is better (for k = 2 it is McNemar's chi-squared); the tail of
   chi-squared with whole degrees of freedom has a closed form.
 
-Only the bootstrap needs numpy (the `stats` extra), imported when it runs; the tests need
-nothing beyond the standard library, so `compare` and `health` work without the extra.
+Nothing here needs more than the standard library, so `compare` and `health` work without
+the `stats` extra. (The tests of `compare` itself are in `trialkit.analysis.stats`.)
 """
 
 from __future__ import annotations
@@ -18,15 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from trialkit.analysis._deps import missing_numpy
-
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
-_CELLS_PER_DRAW = 1_000_000
-"""Resamples are drawn in blocks of about this many task picks, so memory stays bounded."""
-_DIGITS = 12
-"""Interval ends are rounded to this many decimals: float noise around 0 decides nothing."""
 
 
 def mcnemar_exact(new_failures: int, fixes: int) -> float:
@@ -42,86 +34,6 @@ def mcnemar_exact(new_failures: int, fixes: int) -> float:
         tail += term
         term = term * (changed - i) // (i + 1)
     return min(1.0, 2 * tail / (1 << changed))
-
-
-def fewest_changed(confidence: float) -> int:
-    """The fewest tasks that must change verdict before the exact McNemar test can reach
-    p < 1 − `confidence` (all of them one way, p = 2/2^d): 6 at 95%, 8 at 99%."""
-    check_confidence(confidence)
-    changed = 1
-    while mcnemar_exact(changed, 0) >= 1 - confidence:
-        changed += 1
-    return changed
-
-
-def pooled_difference(
-    baseline: Sequence[tuple[int, int]], candidate: Sequence[tuple[int, int]]
-) -> float | None:
-    """Pooled pass rate of `candidate` minus that of `baseline`, tasks given as
-    (passed, decided); `None` when either has no decided trial."""
-    decided_a = sum(d for _, d in baseline)
-    decided_b = sum(d for _, d in candidate)
-    if not decided_a or not decided_b:
-        return None
-    return sum(p for p, _ in candidate) / decided_b - sum(p for p, _ in baseline) / decided_a
-
-
-def paired_bootstrap(
-    baseline: Sequence[tuple[int, int]],
-    candidate: Sequence[tuple[int, int]],
-    *,
-    confidence: float = DEFAULT_CONFIDENCE,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of `pooled_difference` over paired tasks.
-
-    Task i is (passed, decided) in `baseline[i]` and `candidate[i]`, with decided >= 1 in both.
-    Each resample draws task indices with replacement (`numpy.random.default_rng(seed)`) and
-    pools both runs over the same draw. `None` when there is no task.
-    """
-    _check_bootstrap(baseline, candidate, confidence, resamples)
-    if not baseline:
-        return None
-    missing = missing_numpy("the paired bootstrap")
-    if missing is not None:
-        raise ImportError(missing)
-    import numpy as np
-
-    passed_a, decided_a = np.array(baseline, dtype=np.int64).T
-    passed_b, decided_b = np.array(candidate, dtype=np.int64).T
-    n = len(baseline)
-    rng = np.random.default_rng(seed)
-    block = max(1, _CELLS_PER_DRAW // n)
-    differences = np.empty(resamples)
-    for start in range(0, resamples, block):
-        size = min(block, resamples - start)
-        picks = rng.integers(0, n, size=(size, n))
-        rate_b = passed_b[picks].sum(axis=1) / decided_b[picks].sum(axis=1)
-        rate_a = passed_a[picks].sum(axis=1) / decided_a[picks].sum(axis=1)
-        differences[start : start + size] = rate_b - rate_a
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(differences, [tail, 1 - tail])
-    return round(float(low), _DIGITS), round(float(high), _DIGITS)
-
-
-def _check_bootstrap(
-    baseline: Sequence[tuple[int, int]],
-    candidate: Sequence[tuple[int, int]],
-    confidence: float,
-    resamples: int,
-) -> None:
-    if len(baseline) != len(candidate):
-        raise ValueError(
-            f"paired tasks differ in number: {len(baseline)} in the baseline, "
-            f"{len(candidate)} in the candidate"
-        )
-    for passed, decided in (*baseline, *candidate):
-        if decided < 1 or not 0 <= passed <= decided:
-            raise ValueError(f"({passed}, {decided}) is not (passed, decided) with decided >= 1")
-    check_confidence(confidence)
-    if resamples < 1:
-        raise ValueError(f"resamples={resamples} must be >= 1")
 
 
 def check_confidence(confidence: float) -> None:

@@ -1,61 +1,42 @@
 """Compare runs of a suite: what changed per task, and whether a later run is worse.
 
 The first run is the baseline (A); each later run (B, C, …) is compared with it on the tasks
-both planned. A task in only one of the two is listed as added or removed and left out of the
-statistics. Per-task figures are the store's SQL aggregates (`Store.load_report` listing no
-trial), so a run of a million trials is counted by the database, never loaded.
+both planned (`trialkit.analysis.paired`, whose docstring and docs/statistics.md say which
+test answers which question). A task in only one of the two, or with no decided trial in one
+of them, is listed with the reason and left out of the tests. Per-task figures are the
+store's SQL aggregates (`Store.load_report` listing no trial), so a run of a million trials is
+counted by the database, never loaded.
 
-For each later run, over the tasks both runs planned:
-
-- The pass rate difference B − A: passed over decided trials, pooled over the tasks with
-  decided trials in both runs, as reports count it (errors are not fails: an errored trial
-  counts in neither). Its interval is a percentile bootstrap over tasks: a resample draws
-  tasks with replacement and takes the same tasks from both runs (paired), so how hard each
-  task is cancels out. The generator is seeded: the interval is the same on every machine.
-- The exact McNemar test on the task verdicts: among tasks that pass or fail in both runs, n
-  new failures and m fixes. If neither run is better, each of the n + m tasks that changed is
-  as likely to go either way, so p is the two-sided binomial test of n in n + m at 1/2. A task
-  whose verdict is error (or unknown) in either run is reported apart and not tested.
-
-A run is significantly worse (better) at a confidence c (95%: α = 5%) only when both agree:
-
-1. the interval of the difference lies wholly below (above) 0, and
-2. the exact McNemar test gives p < α, with more new failures than fixes (more fixes).
-
-The bootstrap alone is not trusted: over a handful of tasks it degenerates (one task that went
-from pass to fail gives an interval of −100 to −100 pts, zero wide). McNemar's test is exact for
-any number of tasks, so requiring it keeps the chance of a false "significant" within α. With d
-tasks changed the smallest p it can give is 2/2^d: at 95% it takes at least 6 changed tasks
-(`fewest_changed`). When the interval excludes 0 but fewer tasks than that changed verdict, the
-outcome is `cannot_tell`: too few tasks to tell. When the interval excludes 0 and enough tasks
-changed but McNemar's p is not below α, the difference is not significant.
-
-Only the bootstrap needs numpy (the `stats` extra). Without it the interval is left out with
-the line to install it (`difference_ci_unavailable`) and the outcome is `cannot_tell`.
+`PairedComparison.outcome` is the gate's answer ("did the agent change on these tasks?", the
+exact stratified test over tasks with trials as units); `suite_outcome` answers "is it better
+or worse at tasks like these?" (the sign-flip test over tasks). Both are pure Python: no
+extra is needed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import AwareDatetime
 
 from trialkit._record import Record
-from trialkit.analysis._deps import missing_numpy
 from trialkit.analysis._history import run_models
 from trialkit.analysis._significance import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     check_confidence,
-    confidence_text,
-    fewest_changed,
-    mcnemar_exact,
-    paired_bootstrap,
-    pooled_difference,
 )
+from trialkit.analysis.conclusion import concluded
+from trialkit.analysis.conclusion import conclusion as conclusion
+from trialkit.analysis.conclusion import points as points
+from trialkit.analysis.paired import Change as Change
+from trialkit.analysis.paired import LeftOut as LeftOut
+from trialkit.analysis.paired import Outcome as Outcome
+from trialkit.analysis.paired import PairedComparison as PairedComparison
+from trialkit.analysis.paired import change_of, compare_pair
 from trialkit.report import Report, TaskReport
 from trialkit.score import Verdict
 from trialkit.task import SuiteKind
@@ -63,10 +44,10 @@ from trialkit.task import SuiteKind
 if TYPE_CHECKING:
     from trialkit.store import Store
 
-COMPARISON_SCHEMA_VERSION = 1
-
-Change = Literal["unchanged", "new_failure", "fixed", "error", "unknown", "added", "removed"]
-Outcome = Literal["worse", "better", "no_difference", "cannot_tell"]
+COMPARISON_SCHEMA_VERSION = 2
+"""2: the gate is the exact stratified test (`trial_test`); the difference is the mean over
+tasks of task pass rate differences with a t interval (`task_test`); `left_out` lists every
+task not tested. 1 pooled trials and required a bootstrap interval and McNemar to agree."""
 
 
 class CompareError(ValueError):
@@ -144,56 +125,6 @@ class TaskComparison(Record):
     file: str | None = None
     """Where the task is defined, as the latest run that knows it recorded it."""
     line: int | None = None
-
-
-class PairedComparison(Record):
-    """A later run (`candidate`) against the baseline, over the tasks both planned."""
-
-    baseline: str
-    candidate: str
-    paired_tasks: int
-    """Tasks both runs planned; only these are compared."""
-    added: list[str]
-    """Tasks only the candidate planned (not in the statistics)."""
-    removed: list[str]
-    """Tasks only the baseline planned (not in the statistics)."""
-    new_failures: list[str]
-    """Tasks the baseline passed and the candidate failed."""
-    fixed: list[str]
-    """Tasks the baseline failed and the candidate passed."""
-    error_tasks: list[str]
-    """Tasks whose verdict is error in either run: apart, not in the McNemar test."""
-    unknown_tasks: list[str]
-    """Tasks whose verdict is unknown in either run (and error in neither): not tested."""
-    decided_tasks: int
-    """Tasks that passed or failed in both runs: what the McNemar test looks at."""
-    mcnemar_p_value: float | None
-    """Exact McNemar (two-sided binomial test of new failures among changed tasks); 1 when no
-    task changed, `null` when no task was decided in both runs."""
-    rate_tasks: int
-    """Tasks with decided trials in both runs: what the pass rates and difference cover."""
-    pass_rate_baseline: float | None
-    pass_rate_candidate: float | None
-    difference: float | None
-    """Candidate's pass rate minus the baseline's, on `rate_tasks`."""
-    difference_ci: tuple[float, float] | None
-    """Paired percentile bootstrap interval of `difference` over tasks, at `confidence`."""
-    difference_ci_unavailable: str | None = None
-    """Why `difference_ci` is `null` though `difference` is not: the line to install numpy."""
-    confidence: float
-    resamples: int
-    seed: int
-    outcome: Outcome
-    """`worse` or `better` when the interval excludes 0 and the exact McNemar test agrees at
-    `confidence`; `cannot_tell` when no task has decided trials in both runs, when there is no
-    interval (numpy missing), or when the interval excludes 0 but too few tasks changed verdict
-    for the test to confirm it; otherwise `no_difference` (not significant)."""
-    conclusion: str
-    """The outcome in one plain sentence."""
-    mean_score_delta: float | None = None
-    """Whole runs (every task of each): candidate minus baseline."""
-    cost_per_trial_delta: float | None = None
-    latency_p50_delta_s: float | None = None
 
 
 class Comparison(Record):
@@ -410,22 +341,6 @@ def _delta(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else after - before
 
 
-def change_of(baseline: TaskReport | None, candidate: TaskReport | None) -> Change:
-    """How a task's verdict changed between two runs (`None`: the run lacks the task)."""
-    if baseline is None:
-        return "added"
-    if candidate is None:
-        return "removed"
-    verdicts = {baseline.verdict, candidate.verdict}
-    if Verdict.ERROR in verdicts:
-        return "error"
-    if Verdict.UNKNOWN in verdicts:
-        return "unknown"
-    if baseline.verdict is candidate.verdict:
-        return "unchanged"
-    return "new_failure" if candidate.verdict is Verdict.FAIL else "fixed"
-
-
 def _task_comparison(
     task_id: str, by_id: Sequence[dict[str, TaskReport]], labels: Sequence[str]
 ) -> TaskComparison:
@@ -466,153 +381,19 @@ def _paired(
     resamples: int,
     seed: int,
 ) -> PairedComparison:
-    tasks_a = {t.id: t for t in a.tasks}
-    tasks_b = {t.id: t for t in b.tasks}
-    paired = [(tasks_a[t.id], t) for t in b.tasks if t.id in tasks_a]
-    changes = {ta.id: change_of(ta, tb) for ta, tb in paired}
-
-    def having(change: Change) -> list[str]:
-        return [task for task, c in changes.items() if c == change]
-
-    new_failures, fixed = having("new_failure"), having("fixed")
-    decided = sum(c in ("unchanged", "new_failure", "fixed") for c in changes.values())
-    rated = [(ta, tb) for ta, tb in paired if ta.decided and tb.decided]
-    counts_a = [(ta.passed, ta.decided) for ta, _ in rated]
-    counts_b = [(tb.passed, tb.decided) for _, tb in rated]
-    unavailable = missing_numpy("the paired bootstrap") if rated else None
-    ci = None
-    if unavailable is None:
-        ci = paired_bootstrap(
-            counts_a, counts_b, confidence=confidence, resamples=resamples, seed=seed
-        )
-    difference = pooled_difference(counts_a, counts_b)
-    p_value = mcnemar_exact(len(new_failures), len(fixed)) if decided else None
     sa, sb = a.summary, b.summary
-    pair = PairedComparison(
-        baseline=label_a,
-        candidate=label_b,
-        paired_tasks=len(paired),
-        added=[t.id for t in b.tasks if t.id not in tasks_a],
-        removed=[t.id for t in a.tasks if t.id not in tasks_b],
-        new_failures=new_failures,
-        fixed=fixed,
-        error_tasks=having("error"),
-        unknown_tasks=having("unknown"),
-        decided_tasks=decided,
-        mcnemar_p_value=p_value,
-        rate_tasks=len(rated),
-        pass_rate_baseline=_pooled(counts_a),
-        pass_rate_candidate=_pooled(counts_b),
-        difference=difference,
-        difference_ci=ci,
-        difference_ci_unavailable=unavailable,
+    whole = (
+        _delta(sa.mean_score, sb.mean_score),
+        _delta(_per_trial(sa.cost_usd, sa.trials), _per_trial(sb.cost_usd, sb.trials)),
+        _delta(sa.latency_p50_s, sb.latency_p50_s),
+    )
+    pair = compare_pair(
+        a,
+        b,
+        (label_a, label_b),
         confidence=confidence,
         resamples=resamples,
         seed=seed,
-        outcome=_outcome(ci, p_value, len(new_failures), len(fixed), confidence),
-        conclusion="",
-        mean_score_delta=_delta(sa.mean_score, sb.mean_score),
-        cost_per_trial_delta=_delta(
-            _per_trial(sa.cost_usd, sa.trials), _per_trial(sb.cost_usd, sb.trials)
-        ),
-        latency_p50_delta_s=_delta(sa.latency_p50_s, sb.latency_p50_s),
+        whole=whole,
     )
-    return pair.model_copy(update={"conclusion": conclusion(pair)})
-
-
-def _pooled(counts: Sequence[tuple[int, int]]) -> float | None:
-    decided = sum(d for _, d in counts)
-    return sum(p for p, _ in counts) / decided if decided else None
-
-
-def _outcome(
-    ci: tuple[float, float] | None,
-    p_value: float | None,
-    new_failures: int,
-    fixes: int,
-    confidence: float,
-) -> Outcome:
-    """The rule of the module's docstring: the interval and the exact McNemar test agree."""
-    if ci is None:
-        return "cannot_tell"
-    if ci[1] < 0:
-        direction: Outcome = "worse"
-    elif ci[0] > 0:
-        direction = "better"
-    else:
-        return "no_difference"
-    if new_failures + fixes < fewest_changed(confidence):
-        return "cannot_tell"
-    one_way = new_failures > fixes if direction == "worse" else fixes > new_failures
-    confirmed = p_value is not None and p_value < 1 - confidence and one_way
-    return direction if confirmed else "no_difference"
-
-
-def cannot_tell_why(pair: PairedComparison) -> str:
-    """Why the pair's outcome is `cannot_tell`, in a few words; empty for other outcomes."""
-    if pair.outcome != "cannot_tell":
-        return ""
-    if pair.difference is None:
-        return "no task has decided trials in both runs"
-    if pair.difference_ci_unavailable is not None:
-        return pair.difference_ci_unavailable
-    changed = len(pair.new_failures) + len(pair.fixed)
-    return (
-        f"only {_plural(changed, 'task')} changed verdict, too few to tell at "
-        f"{confidence_text(pair.confidence)} (it takes at least {fewest_changed(pair.confidence)})"
-    )
-
-
-def conclusion(pair: PairedComparison) -> str:
-    """The pair's outcome in one sentence: the tasks that changed, then the pass rate."""
-    a, b = pair.baseline, pair.candidate
-    if pair.difference is None:
-        return f"No task has decided trials in both {a} and {b}: there is nothing to compare."
-    failing, fixed = len(pair.new_failures), len(pair.fixed)
-    net = failing - fixed
-    counted = f"{_plural(failing, 'new failure')}, {fixed} fixed"
-    if net > 0:
-        tasks = f"{b} is worse than {a} on {_plural(net, 'task')} ({counted})"
-    elif net < 0:
-        tasks = f"{b} is better than {a} on {_plural(-net, 'task')} ({counted})"
-    elif failing:
-        tasks = f"{b} fails {_plural(failing, 'task')} {a} passed and fixes as many"
-    elif pair.decided_tasks:
-        tasks = f"{b} passes and fails the same tasks as {a}"
-    else:
-        tasks = f"no task passed or failed in both {a} and {b}"
-    level = confidence_text(pair.confidence)
-    size = f"{abs(pair.difference) * 100:.1f} pts"
-    change = points(pair.difference)
-    moved = "does not change" if change == points(0) else f"changes by {change}"
-    if pair.difference_ci is None:
-        why = pair.difference_ci_unavailable
-        return f"{tasks}; the pass rate {moved} (no interval: {why}): significance not decided."
-    low, high = pair.difference_ci
-    interval = f"{level} CI {points(low, unit='')} to {points(high)}"
-    drops = "drops" if high < 0 else "rises"  # read only when the interval excludes 0
-    if pair.outcome in ("worse", "better"):
-        rate = f"the pass rate {drops} {size} ({interval}): significant at {level}"
-    elif pair.outcome == "cannot_tell":  # too few tasks changed verdict
-        rate = f"the pass rate {drops} {size} ({interval}), but {cannot_tell_why(pair)}"
-    elif high < 0 or low > 0:
-        rate = (
-            f"the pass rate {drops} {size} ({interval}), but the exact McNemar test on the "
-            f"verdicts does not confirm it (p = {pair.mcnemar_p_value:.3g}): not significant "
-            f"at {level}"
-        )
-    else:
-        rate = f"the pass rate {moved} ({interval}): not significant at {level}"
-    return f"{tasks}; {rate}."
-
-
-def points(value: float, *, unit: str = " pts") -> str:
-    """A difference of rates in percentage points, signed: `+4.0 pts`, `−12.5 pts`, `0.0 pts`."""
-    shown = f"{abs(value) * 100:.1f}"
-    if float(shown) == 0:
-        return f"0.0{unit}"
-    return f"{'+' if value > 0 else '−'}{shown}{unit}"
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    return concluded(pair)

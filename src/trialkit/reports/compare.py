@@ -20,6 +20,7 @@ from trialkit.analysis.compare import (
     TaskComparison,
     points,
 )
+from trialkit.analysis.conclusion import detectable_text, p_text, plural
 from trialkit.reports import _format as f
 from trialkit.reports._table import Column, print_figures, print_line, print_table
 from trialkit.reports.markdown import EMOJI, inline
@@ -32,8 +33,8 @@ CHANGE_WORDS: dict[Change, str] = {
     "unchanged": "",
     "new_failure": "new failure",
     "fixed": "fixed",
-    "error": "error (not tested)",
-    "unknown": "unknown (not tested)",
+    "error": "error",
+    "unknown": "unknown",
     "added": "added",
     "removed": "removed",
 }
@@ -100,55 +101,117 @@ def names(tasks: list[str]) -> str:
 
 
 def pair_rows(pair: PairedComparison) -> list[tuple[str, str]]:
-    """The figures of one later run against the baseline, in reading order."""
+    """The figures of one later run against the baseline, in reading order: the tasks, then
+    the gate's question (these tasks), then tasks like these, then the whole-run deltas."""
     a, b = pair.baseline, pair.candidate
-    apart = [
-        f"{len(pair.added)} added in {b}" if pair.added else "",
-        f"{len(pair.removed)} removed" if pair.removed else "",
-    ]
-    left_out = ", ".join(x for x in apart if x)
-    paired = str(pair.paired_tasks) + (f" ({left_out}: not compared)" if left_out else "")
     level = confidence_text(pair.confidence)
-    if pair.difference is None:
-        difference = f.NA
-    elif pair.difference_ci is None:
-        difference = f"{points(pair.difference)} (no interval: {pair.difference_ci_unavailable})"
-    else:
-        low, high = pair.difference_ci
-        difference = (
-            f"{points(pair.difference)} ({level} CI {points(low, unit='')} to {points(high)}; "
-            f"paired bootstrap over {pair.rate_tasks} tasks, {pair.resamples:,} resamples, "
-            f"seed {pair.seed})"
-        )
-    if pair.mcnemar_p_value is None:
-        mcnemar = f"{f.NA} (no task passed or failed in both runs)"
-    else:
-        mcnemar = (
-            f"p = {pair.mcnemar_p_value:.3g} ({len(pair.new_failures)} new failures, "
-            f"{len(pair.fixed)} fixed, of {pair.decided_tasks} tasks decided in both)"
-        )
     rows = [
-        ("Tasks in both runs", paired),
+        (
+            "Tasks in both runs",
+            f"{pair.paired_tasks} ({pair.rate_tasks} with decided trials in both)",
+        ),
         (f"New failures in {b}", named(pair.new_failures)),
         (f"Fixed in {b}", named(pair.fixed)),
-        ("Errored in either run (not tested)", named(pair.error_tasks)),
+        ("Errored in either run", named(pair.error_tasks)),
     ]
     if pair.unknown_tasks:
-        rows.append(("Unknown in either run (not tested)", named(pair.unknown_tasks)))
-    if pair.added:
-        rows.append((f"Added in {b}", named(pair.added)))
-    if pair.removed:
-        rows.append((f"Removed in {b}", named(pair.removed)))
-    rates = f"{f.percent(pair.pass_rate_baseline)} → {f.percent(pair.pass_rate_candidate)}"
-    return [
-        *rows,
-        (f"Pass rate {a} → {b} (tasks in both)", rates),
-        (f"Difference {b} − {a}", difference),
-        ("Exact McNemar test (task verdicts)", mcnemar),
+        rows.append(("Unknown in either run", named(pair.unknown_tasks)))
+    if pair.left_out:
+        shown = [f"{t.id}: {t.reason}" for t in pair.left_out]
+        rows.append(("Not compared", f"{len(shown)}: {names(shown)}"))
+    rows += [
+        ("These tasks: exact stratified test (the gate)", _trial_test_text(pair)),
+        ("These tasks: changed on their own", _changed_text(pair)),
+        ("These tasks: smallest detectable change", detectable_text(pair.trial_test)),
+        (f"Pass rate {a} → {b} (mean over tasks in both)", _rates(pair)),
+        (f"Tasks like these: difference {b} − {a}", _difference_text(pair, level)),
+        ("Tasks like these: sign-flip test over tasks", _flip_text(pair)),
+        ("Tasks like these: smallest detectable change", _task_detectable(pair)),
+        ("Exact McNemar test (task verdicts)", _mcnemar_text(pair)),
         ("Mean score Δ (whole runs)", signed(pair.mean_score_delta)),
         ("Cost per trial Δ (whole runs)", signed(pair.cost_per_trial_delta, digits=4, prefix="$")),
         ("Latency p50 Δ (whole runs)", signed(pair.latency_p50_delta_s, " s", digits=2)),
     ]
+    return rows
+
+
+def _rates(pair: PairedComparison) -> str:
+    return f"{f.percent(pair.pass_rate_baseline)} → {f.percent(pair.pass_rate_candidate)}"
+
+
+def _trial_test_text(pair: PairedComparison) -> str:
+    test = pair.trial_test
+    if test is None:
+        return f"{f.NA} (no task has decided trials in both runs)"
+    if not test.informative_tasks:
+        return "p = 1 (every task's trials passed in both runs or failed in both)"
+    cmh = ""
+    if test.cmh_statistic is not None and test.cmh_p_value is not None:
+        cmh = f"; CMH χ² = {test.cmh_statistic:.3g}, p = {test.cmh_p_value:.3g}"
+    return (
+        f"{p_text(test.p_value)} ({pair.candidate} passed {plural(test.passed_b, 'trial')}, "
+        f"{test.expected_b:.1f} expected, over {test.informative_tasks} tasks that can vary{cmh})"
+    )
+
+
+def _changed_text(pair: PairedComparison) -> str:
+    test = pair.trial_test
+    if test is None or not test.task_tests:
+        return "none tested"
+    significant = [
+        f"{t.id} {t.passed_a}/{t.decided_a} → {t.passed_b}/{t.decided_b} (adjusted p = "
+        f"{t.adjusted_p_value:.3g})"
+        for t in test.task_tests
+        if t.significant
+    ]
+    method = f"Fisher's exact test, Holm-adjusted over {len(test.task_tests)} tasks"
+    if not significant:
+        return f"none significant alone ({method})"
+    return f"{len(significant)}: {names(significant)} ({method})"
+
+
+def _difference_text(pair: PairedComparison, level: str) -> str:
+    if pair.difference is None:
+        return f.NA
+    if pair.difference_ci is None:
+        return f"{points(pair.difference)} (no interval: one task)"
+    low, high = pair.difference_ci
+    return (
+        f"{points(pair.difference)} ({level} CI {points(low, unit='')} to {points(high)}; "
+        f"t interval over {pair.rate_tasks} tasks)"
+    )
+
+
+def _flip_text(pair: PairedComparison) -> str:
+    test = pair.task_test
+    if test is None:
+        return f.NA
+    how = "exact" if test.exact else f"{test.resamples:,} random flips, seed {pair.seed}"
+    text = (
+        f"{p_text(test.sign_flip_p_value)} ({how}; {test.changed_tasks} of {test.tasks} tasks "
+        f"changed; smallest possible p = {test.smallest_p:.3g})"
+    )
+    if pair.suite_outcome == "too_few_tasks":
+        text += ": too few tasks to tell"
+    return text
+
+
+def _task_detectable(pair: PairedComparison) -> str:
+    test = pair.task_test
+    if test is None:
+        return f.NA
+    if test.detectable is None:
+        return f"none: too few tasks for any test over tasks to reach {1 - pair.confidence:.2g}"
+    return f"{test.detectable * 100:.1f} pts mean over tasks (80% power)"
+
+
+def _mcnemar_text(pair: PairedComparison) -> str:
+    if pair.mcnemar_p_value is None:
+        return f"{f.NA} (no task passed or failed in both runs)"
+    return (
+        f"p = {pair.mcnemar_p_value:.3g} ({len(pair.new_failures)} new failures, "
+        f"{len(pair.fixed)} fixed, of {pair.decided_tasks} tasks decided in both)"
+    )
 
 
 def run_rows(run: RunColumn) -> list[str]:
@@ -213,6 +276,7 @@ def render_compare_terminal(comparison: Comparison, console: Console) -> None:
         print_figures(console, [(_plain(label), _plain(value)) for label, value in pair_rows(pair)])
         style = OUTCOME_STYLES.get(pair.outcome, "bold")
         print_line(console, _plain(pair.conclusion, style=style))
+        print_line(console, _plain(pair.suite_conclusion))
 
 
 def _plain(text: str, style: str = "") -> Text:
@@ -295,7 +359,7 @@ def render_compare_markdown(comparison: Comparison) -> str:
     for pair in comparison.pairs:
         lines += ["", f"### {pair.candidate} against {pair.baseline}", ""]
         emoji = {"worse": "❌ ", "better": "✅ "}.get(pair.outcome, "")
-        lines += [f"**{emoji}{inline(pair.conclusion)}**", ""]
+        lines += [f"**{emoji}{inline(pair.conclusion)}**", "", inline(pair.suite_conclusion), ""]
         rows = [[inline(label), inline(value)] for label, value in pair_rows(pair)]
         lines += md_table(["Figure", "Value"], rows, ["---", "---"])
     lines += ["", "### Tasks", "", *_md_tasks(comparison)]

@@ -1,8 +1,10 @@
 """GitHub's side of CI: a pull request comment, workflow annotations and the job summary.
 
-- `render_pr_comment(comparison)`: Markdown for a PR comment. A one-line verdict first (worse,
-  better, no difference, cannot tell, with the pass rate difference, its interval and the
-  McNemar p), then the significant changes (new failures, fixes, errors), then every other
+- `render_pr_comment(comparison)`: Markdown for a PR comment. A one-line verdict first (the
+  gate's: worse, better, no significant change, nothing to compare, with the exact stratified
+  test's p, the pass rate difference over tasks and its interval), then the conclusions (which
+  name every task left out of the test) and the answer for tasks like these, then the
+  significant changes (new failures, fixes, errors), then every other
   task collapsed in `<details>`, links to the HTML reports, and a hidden marker line
   (`COMMENT_MARKER`) by which a later run finds the comment to update it. It stays under
   GitHub's 65,536 characters, cutting the least important rows first.
@@ -26,6 +28,7 @@ from trialkit.analysis.compare import (
     TaskComparison,
     points,
 )
+from trialkit.analysis.conclusion import p_text
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._budget import (
@@ -48,16 +51,16 @@ MAX_ANNOTATIONS = 50
 """GitHub shows at most 10 error and 10 warning annotations per step and 50 per job."""
 
 OUTCOME_LINES = {
-    "worse": ("❌", "worse than the baseline"),
-    "better": ("✅", "better than the baseline"),
-    "no_difference": ("➖", "no significant difference from the baseline"),
-    "cannot_tell": ("❔", "cannot tell whether it differs from the baseline"),
+    "worse": ("❌", "worse than the baseline on these tasks"),
+    "better": ("✅", "better than the baseline on these tasks"),
+    "no_difference": ("➖", "no significant change from the baseline on these tasks"),
+    "cannot_tell": ("❔", "nothing to compare with the baseline (no task decided in both)"),
 }
 
 _SIGNIFICANT: list[tuple[Change, str, str]] = [
     ("new_failure", "New failures", "new failure"),
     ("fixed", "Fixed", "fix"),
-    ("error", "Errors (not tested)", "errored task"),
+    ("error", "Errors", "errored task"),
 ]
 
 
@@ -89,6 +92,8 @@ def comment_parts(
 ) -> list[Part]:
     runs = comparison.runs
     head = [summary_line(pair) for pair in comparison.pairs]
+    for pair in comparison.pairs:
+        head += ["", inline(pair.conclusion), "", inline(pair.suite_conclusion)]
     suites = ", ".join(dict.fromkeys(code_span(run.suite_id) for run in runs))
     against = "; ".join(
         f"{pair.candidate}: {inline(run_who(_run(comparison, pair.candidate)))}"
@@ -106,12 +111,15 @@ def comment_parts(
 
 
 def summary_line(pair: PairedComparison) -> str:
-    """`❌ **Worse** than the baseline: pass rate 90.0% → 70.0%, −20.0 pts (95% CI …), McNemar
-    p = 0.031 · 5 new failures, 0 fixed, 1 error, of 40 tasks`."""
+    """`❌ **trialkit: worse than the baseline on these tasks**: exact stratified test p = 4.8e-09
+    · pass rate 95.8% → 45.8% (mean over tasks), −50.0 pts (95% CI …) · 8 new failures, 2
+    fixed, 1 errored, 1 not compared, of 13 tasks`."""
     mark, words = OUTCOME_LINES[pair.outcome]
     who = f"{pair.candidate} is " if pair.candidate != "B" else ""
     line = f"{mark} **trialkit: {who}{words}**"
     figures = []
+    if pair.trial_test is not None:
+        figures.append(f"exact stratified test {p_text(pair.trial_test.p_value)}")
     if pair.difference is not None:
         rates = f"{f.percent(pair.pass_rate_baseline)} → {f.percent(pair.pass_rate_candidate)}"
         difference = points(pair.difference)
@@ -119,14 +127,13 @@ def summary_line(pair: PairedComparison) -> str:
             low, high = pair.difference_ci
             level = f"{pair.confidence:.0%}"
             difference += f" ({level} CI {points(low, unit='')} to {points(high)})"
-        figures.append(f"pass rate {rates}, {difference}")
-    if pair.mcnemar_p_value is not None:
-        figures.append(f"McNemar p = {pair.mcnemar_p_value:.3g}")
+        figures.append(f"pass rate {rates} (mean over tasks), {difference}")
     if figures:
-        line += ": " + ", ".join(figures)
+        line += ": " + " · ".join(figures)
+    left_out = f"{len(pair.left_out)} not compared, " if pair.left_out else ""
     counts = (
         f"{len(pair.new_failures)} new failures, {len(pair.fixed)} fixed, "
-        f"{len(pair.error_tasks)} errored, of {pair.paired_tasks} tasks"
+        f"{len(pair.error_tasks)} errored, {left_out}of {pair.paired_tasks} tasks"
     )
     return f"{line} · {counts}"
 
