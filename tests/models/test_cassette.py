@@ -334,7 +334,7 @@ def test_trials_that_finish_during_a_write_share_the_next_one(
     from trialkit.models import cassette as module
 
     cassette = Cassette(tmp_path, "record")
-    real_write, writes, first = module._write, [], threading.Event()
+    real_write, writes, first = module.write_file, [], threading.Event()
     release = threading.Event()
 
     def slow_write(path: Path, data: object) -> None:
@@ -343,7 +343,7 @@ def test_trials_that_finish_during_a_write_share_the_next_one(
         release.wait(timeout=30)
         real_write(path, data)
 
-    monkeypatch.setattr(module, "_write", slow_write)
+    monkeypatch.setattr(module, "write_file", slow_write)
     returned: list[int] = []
 
     def one(trial: int) -> None:
@@ -383,7 +383,7 @@ def test_a_failed_shared_write_fails_every_trial_it_carried(
         gate.wait(timeout=30)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(module, "_write", full_disk)
+    monkeypatch.setattr(module, "write_file", full_disk)
     errors: dict[int, BaseException] = {}
 
     def one(trial: int) -> None:

@@ -25,16 +25,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trialkit.models.cassette import (
+from trialkit.models.cassette import Cassette, CassetteMiss
+from trialkit.models.cassette_files import (
     SCHEMA_VERSION,
-    Cassette,
     CassetteError,
-    CassetteMiss,
     Kind,
     _Entry,
     _File,
     parse_recording,
-    read_recording,
+    read_file,
 )
 
 ANSWER_TIMEOUT = 60.0
@@ -70,8 +69,10 @@ class CassetteKeeper(Cassette):
         """Answers once the keeper has started."""
 
     def recording(self, model_id: str, key: str) -> bytes | None:
-        """The file of `key` as it is on disk; None when there is none."""
-        return read_recording(self.path_for(model_id, key))
+        """The file of `key` as it is on disk; None when there is none. Read within the bounds
+        of every cassette reader (`cassette_files.read_file`): nothing but a regular file of the
+        cassette, of at most `MAX_FILE_BYTES`, is read or sent."""
+        return read_file(self.path_for(model_id, key), self.root)
 
     def add(
         self, model_id: str, kind: Kind, request: dict[str, Any], entries: list[dict[str, Any]]

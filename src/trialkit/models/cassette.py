@@ -11,37 +11,69 @@ files serve plain-function harnesses: the request is `{"model", "input"}`, entri
 `kind: "http"` files hold calls the agent made with its own SDK client, captured at the HTTP
 client (`trialkit.capture`): the request is `{"schema_version", "api", "model", "body"}` (the
 body without its volatile fields), and each response is the answer as it came over the wire:
-`{"status", "content_type", "json" | "events" | "text"}`.
+`{"status", "content_type", "json" | "events" | "text"}` (`cassette_http` says which answers
+are fit to replay). The files themselves are read and written by `cassette_files`, within
+bounds.
+
+A recording that cannot be used (unreadable, not a regular file, too large, or an answer unfit
+to replay) is a `CassetteError` for the lookup that found it, and an error for the trial that
+asked: it is noted on the trial's transcript recorder first, so an agent that catches the
+exception still has its trial end in error.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
-import json
 import os
 import re
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import AwareDatetime, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from trialkit._record import Record, nested_deeper_than
 from trialkit.models.base import ModelRequest, ModelResponse, key_of
+from trialkit.models.cassette_files import (
+    MANIFEST,
+    MANIFEST_VERSION,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    SCHEMA_VERSION,
+    CassetteError,
+    Kind,
+    Slot,
+    _Entry,
+    _File,
+    first_error,
+    load_recording,
+    pretty,
+    read_manifest,
+    stamp,
+    write_file,
+)
+from trialkit.models.cassette_http import FINAL_EVENTS, replay_problem, stream_ended
 
-SCHEMA_VERSION = 1
-MANIFEST = ".last-run.json"  # at the root: the keys each suite's last run used: `prune` keeps them
-MANIFEST_VERSION = 2
+__all__ = [
+    "MANIFEST",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "SCHEMA_VERSION",
+    "CacheMode",
+    "Cassette",
+    "CassetteError",
+    "CassetteMiss",
+    "Kind",
+    "find_secret",
+    "read_manifest",
+]
+
 DIFF_LINES = 40
-Kind = Literal["model", "text", "http"]
-Slot = tuple[int, int]  # (trial, occurrence)
 Near = list[tuple[Path, list[str]]]
 
 _SECRET_NAMES = {"authorization", "proxyauthorization", "accesstoken", "refreshtoken", "xapikey"}
@@ -59,10 +91,6 @@ class CacheMode(StrEnum):
     AUTO = "auto"  # replay what exists, call and record only what is missing
 
 
-class CassetteError(Exception):
-    """A cassette file cannot be used or written; the message names it, to fix or delete."""
-
-
 class CassetteMiss(Exception):
     """Replay found no recording: an error for the trial, never a fail. The message names the
     task, trial, model and occurrence and shows how the request differs from the closest
@@ -75,48 +103,7 @@ class CassetteMiss(Exception):
         self.task_id, self.trial, self.model, self.key = task_id, trial, model, key
 
 
-class _Entry(Record):
-    trial: int = Field(ge=0)
-    occurrence: int = Field(ge=0)
-    recorded_at: AwareDatetime
-    response: dict[str, Any] | None = None
-    output: str | None = None
-
-
-class _File(Record):
-    """One recording file, its entries indexed by (trial, occurrence) for fast lookups."""
-
-    schema_version: int
-    key: str
-    kind: Kind
-    model: str
-    request: dict[str, Any]
-    responses: list[_Entry] = Field(default_factory=list)
-    _slots: dict[Slot, _Entry] = PrivateAttr(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _index(self) -> _File:
-        for e in self.responses:
-            where = f"trial {e.trial} occurrence {e.occurrence}"
-            if (e.response is None, e.output is None) != (self.kind == "text", self.kind != "text"):
-                raise ValueError(f"{where}: a {self.kind} recording needs only its own field")
-            if self._slots.setdefault((e.trial, e.occurrence), e) is not e:
-                raise ValueError(f"{where} appears twice")
-        return self
-
-    def at(self, slot: Slot) -> _Entry | None:
-        return self._slots.get(slot)
-
-    def put(self, entry: _Entry) -> None:
-        self._slots[entry.trial, entry.occurrence] = entry
-        self.responses = [self._slots[slot] for slot in sorted(self._slots)]
-
-
 _hash = key_of
-
-
-def _pretty(data: object) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def _model_dir(model_id: str) -> str:
@@ -137,11 +124,6 @@ def _clip(text: str, width: int = 200) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    return f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
-
-
 def find_secret(value: object, where: str = "$") -> str | None:
     """Where in `value` something looks like a credential (a JSON path), or None. Cassettes go
     to git, so a key that leaked into a request or response must never be written."""
@@ -159,110 +141,6 @@ def find_secret(value: object, where: str = "$") -> str | None:
     elif isinstance(value, str) and _SECRET_VALUE.search(value):
         return where
     return None
-
-
-MAX_DEPTH = 100
-"""A recording nested deeper than this is refused: no model request or response is, and the
-hashing, validation and checks of a recording recurse."""
-
-
-def _load(path: Path) -> _File | None:
-    """The recording at `path`, None when there is none; `CassetteError` when it is unusable."""
-    raw = read_recording(path)
-    return None if raw is None else parse_recording(path, raw)
-
-
-def read_recording(path: Path) -> bytes | None:
-    """The bytes of the recording at `path`, None when there is none; `CassetteError` when
-    it cannot be read."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise CassetteError(f"{path}: not readable JSON ({exc}); fix or delete it") from exc
-
-
-def parse_recording(path: Path, raw: bytes) -> _File:
-    """The recording in `raw`, the bytes of the file at `path` (which names it in errors);
-    `CassetteError` when it is unusable."""
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except RecursionError:
-        raise CassetteError(f"{path}: nested too deeply to read; fix or delete it") from None
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError included
-        raise CassetteError(f"{path}: not readable JSON ({exc}); fix or delete it") from exc
-    if nested_deeper_than(data, MAX_DEPTH):
-        raise CassetteError(
-            f"{path}: nested more than {MAX_DEPTH} levels deep: not a recording; fix or delete it"
-        )
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != SCHEMA_VERSION:
-        raise CassetteError(f"{path}: schema_version {version!r}, this trialkit reads 1")
-    try:
-        return _File.model_validate(data)
-    except ValidationError as exc:
-        raise CassetteError(f"{path}: not a cassette recording: {_first_error(exc)}") from exc
-    except (ValueError, TypeError, RecursionError) as exc:  # raised by a validator of ours
-        raise CassetteError(f"{path}: not a cassette recording: {exc}") from exc
-
-
-def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
-    """The manifest's suites: id -> {"written_at", "keys"}; {} when there is none yet.
-
-    A version 1 manifest (one run's keys, no suite) reads as the keys of suite "". Raises
-    `CassetteError` for a file that is not a manifest.
-    """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, RecursionError) as exc:
-        raise CassetteError(f"{path}: not a valid manifest ({exc})") from None
-    try:
-        if data["schema_version"] == 1:
-            return {"": {"written_at": data.get("written_at"), "keys": _keys(data["keys"])}}
-        suites = data["suites"]
-        return {
-            str(suite): {"written_at": entry.get("written_at"), "keys": _keys(entry["keys"])}
-            for suite, entry in suites.items()
-        }
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise CassetteError(f"{path}: not a valid manifest (no {exc})") from None
-    except ValueError as exc:
-        raise CassetteError(f"{path}: not a valid manifest ({exc})") from None
-
-
-def _keys(value: object) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(key, str) for key in value):
-        raise ValueError("its keys are not a list of request keys")
-    return value
-
-
-def _write(path: Path, data: object) -> None:
-    """Write atomically: a temp file in the same folder, fsynced, then `os.replace`d over."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(_pretty(data))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _stamp(path: Path) -> tuple[int, ...] | None:
-    """What changes whenever anyone replaces the file: a new inode (`os.replace`), or else
-    its size or times."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class _Pending:
@@ -342,7 +220,8 @@ class Cassette:
             return ModelResponse.model_validate(entry.response)
         except ValidationError as exc:
             where = f"{self.path_for(model_id, key)}: trial {trial} occurrence {occurrence}"
-            raise CassetteError(f"{where}: invalid response: {_first_error(exc)}") from exc
+            error = CassetteError(f"{where}: invalid response: {first_error(exc)}")
+            raise _refused(error) from exc
 
     def lookup_text(
         self, model_id: str, key_input: object, *, trial: int, occurrence: int
@@ -370,9 +249,26 @@ class Cassette:
     def lookup_http(
         self, model_id: str, key: str, *, trial: int, occurrence: int
     ) -> dict[str, Any] | None:
-        """A captured call's recorded answer (as it came over the wire) for this slot."""
-        entry = self._entry(model_id, key, (trial, occurrence))
-        return None if entry is None else entry.response
+        """A captured call's recorded answer (as it came over the wire) for this slot.
+
+        An answer unfit to replay (`cassette_http.replay_problem`: a stream without its final
+        event, a field of the wrong type) is a `CassetteError` that names the file and the
+        recording, and the trial's error.
+        """
+        found = self._found(model_id, key, (trial, occurrence))
+        if found is None:
+            return None
+        file, entry = found
+        if not entry._checked:
+            if file.kind != "http":
+                problem: str | None = f"a {file.kind} recording, not a captured call's"
+            else:
+                problem = replay_problem(file.request.get("api"), entry.response)
+            if problem is not None:
+                where = f"{self.path_for(model_id, key)}: trial {trial} occurrence {occurrence}"
+                raise _refused(CassetteError(f"{where}: cannot be replayed: {problem}"))
+            entry._checked = True
+        return entry.response
 
     def record_http(
         self,
@@ -383,7 +279,18 @@ class Cassette:
         trial: int,
         occurrence: int,
     ) -> None:
-        """Store a captured call's answer under its canonical request (see `lookup_http`)."""
+        """Store a captured call's answer under its canonical request (see `lookup_http`). A
+        stream without its final event is one the agent closed before its end (the capture hook
+        records no stream the server cut short): it is marked `closed_early`."""
+        events, api = answer.get("events"), request.get("api")
+        if (
+            isinstance(events, list)
+            and all(isinstance(event, str) for event in events)
+            and api in FINAL_EVENTS
+            and not answer.get("closed_early")
+            and not stream_ended(api, events)
+        ):
+            answer = {**answer, "closed_early": True}
         entry = _Entry(trial=trial, occurrence=occurrence, recorded_at=_now(), response=answer)
         self._store(model_id, "http", request, entry)
 
@@ -452,7 +359,7 @@ class Cassette:
             suites[suite_id] = {"written_at": _now().isoformat(), "keys": sorted(keys)}
             every = sorted({key for entry in suites.values() for key in entry["keys"]})
             manifest = {"schema_version": MANIFEST_VERSION, "keys": every, "suites": suites}
-            _write(self.root / MANIFEST, manifest)
+            write_file(self.root / MANIFEST, manifest)
 
     def _lock(self, key: str) -> threading.Lock:
         with self._guard:
@@ -460,21 +367,31 @@ class Cassette:
             return self._locks.setdefault(key, threading.Lock())
 
     def _entry(self, model_id: str, key: str, slot: Slot) -> _Entry | None:
+        found = self._found(model_id, key, slot)
+        return None if found is None else found[1]
+
+    def _found(self, model_id: str, key: str, slot: Slot) -> tuple[_File, _Entry] | None:
+        """The file of `key` and its entry for `slot` (in REPLAY and AUTO only); a file that
+        cannot be used is a `CassetteError` and the trial's error."""
         if self.mode not in (CacheMode.REPLAY, CacheMode.AUTO):
             return None
         if key not in self._files:
             with self._lock(key):  # so a stale miss cannot hide a concurrent `record`
                 if key not in self._files:
-                    self._files[key] = self._read(model_id, key)
-        found = self._files[key]
-        return None if found is None else found.at(slot)
+                    try:
+                        self._files[key] = self._read(model_id, key)
+                    except CassetteError as exc:
+                        raise _refused(exc) from None
+        file = self._files[key]
+        entry = None if file is None else file.at(slot)
+        return None if file is None or entry is None else (file, entry)
 
     def _read(self, model_id: str, key: str) -> _File | None:
         """The recording of `key` as it is now, None when there is none (`CassetteError` when
         it is unusable). Reading, `_write_batch`, `_miss` and `has_recordings` are where a
         cassette touches its folder: `trialkit.executors.ray_cassette` serves them from
         another node."""
-        return _load(self.path_for(model_id, key))
+        return load_recording(self.path_for(model_id, key), self.root)
 
     def _store(self, model_id: str, kind: Kind, request: dict[str, Any], entry: _Entry) -> None:
         if self.mode not in (CacheMode.RECORD, CacheMode.AUTO):
@@ -517,8 +434,8 @@ class Cassette:
                 schema_version=SCHEMA_VERSION, key=key, kind=kind, model=model_id, request=request
             )
             if self._merge(file, batch):
-                _write(path, file.model_dump(mode="json", exclude_none=True))
-                self._stamps[key] = _stamp(path)
+                write_file(path, file.model_dump(mode="json", exclude_none=True))
+                self._stamps[key] = stamp(path)
         self._files[key] = file
         self._near.pop((model_id, kind), None)
 
@@ -539,9 +456,9 @@ class Cassette:
         file's inode, size and times are still those of that write), else read again, since
         another process may have added trials."""
         known = self._files.get(key)
-        if known is not None and key in self._stamps and _stamp(path) == self._stamps[key]:
+        if known is not None and key in self._stamps and stamp(path) == self._stamps[key]:
             return known
-        return _load(path)
+        return load_recording(path, self.root)
 
     def _miss(
         self,
@@ -557,7 +474,7 @@ class Cassette:
         path = self.path_for(model_id, key)
         body = ""
         try:
-            file = self._files.get(key) or _load(path)
+            file = self._files.get(key) or load_recording(path, self.root)
         except CassetteError as exc:
             file, body = None, str(exc)
         if file is not None:
@@ -585,14 +502,15 @@ class Cassette:
             found: Near = []
             for path in sorted((self.root / _model_dir(model_id)).glob("*/*.json")):
                 with contextlib.suppress(CassetteError):  # a corrupt neighbour is not the error
-                    if (file := _load(path)) and (file.model, file.kind) == (model_id, kind):
-                        found.append((path, _pretty(file.request).splitlines()))
+                    file = load_recording(path, self.root)
+                    if file is not None and (file.model, file.kind) == (model_id, kind):
+                        found.append((path, pretty(file.request).splitlines()))
             self._near[model_id, kind] = found
         if not (near := self._near[model_id, kind]):
             others = [p.name.replace("__", "/") for p in sorted(self.root.glob("[!.]*/"))]
             also = f" (it has recordings of: {', '.join(others)})" if others else ""
             return f"no recordings of {model_id} in {self.root}{also}"
-        lines = _pretty(request).splitlines()
+        lines = pretty(request).splitlines()
         matcher = difflib.SequenceMatcher(None, autojunk=False)
         matcher.set_seq2(lines)  # the side difflib caches: one request against many recordings
 
@@ -615,3 +533,15 @@ class Cassette:
             diff = [*diff[:DIFF_LINES], f"... ({len(diff) - DIFF_LINES} more lines)"]
         shown = "\n".join(f"  {_clip(line)}" for line in diff)
         return f"how it differs from the closest recording of {model_id}:\n{shown}"
+
+
+def _refused(exc: CassetteError) -> CassetteError:
+    """`exc`, noted first as the error of the trial that asked for the recording (when one
+    did): an agent that catches the exception, or an SDK that retries it, cannot make the
+    trial pass on a recording that could not be used."""
+    from trialkit.capture.scope import active
+
+    scope = active()
+    if scope is not None:
+        scope.recorder.fail(exc)
+    return exc

@@ -11,21 +11,24 @@ from pydantic import Field, ValidationError
 
 from trialkit._record import Record
 from trialkit.models.base import REQUEST_SCHEMA_VERSION, ModelRequest, ModelResponse
-from trialkit.models.cassette import (
+from trialkit.models.cassette import _hash, _model_dir, find_secret
+from trialkit.models.cassette_files import (
     MANIFEST,
     CassetteError,
     _File,
-    _first_error,
-    _hash,
-    _load,
-    _model_dir,
-    find_secret,
+    first_error,
+    load_recording,
+    parse_recording,
+    read_file,
     read_manifest,
 )
+from trialkit.models.cassette_http import replay_problem
 
 
 def cassette_files(root: str | Path) -> list[Path]:
-    """Every recording file under `root`, sorted; `CassetteError` if `root` is no folder."""
+    """Every recording file under `root`, sorted; `CassetteError` if `root` is no folder. What
+    is named like one is listed, whatever it is (a folder, a FIFO, a link): its reader refuses
+    what is not a recording."""
     if not Path(root).is_dir():
         raise CassetteError(f"{root}: no such cassette folder")
     return sorted(p for p in Path(root).glob("[!.]*/*/*.json") if not p.name.startswith("."))
@@ -53,13 +56,16 @@ def cassette_stats(root: str | Path) -> CassetteStats:
     stats, times = CassetteStats(), []
     for path in cassette_files(root):
         try:
-            size = path.stat().st_size
-        except FileNotFoundError:  # removed meanwhile
+            raw = read_file(path, Path(root))
+            if raw is None:  # removed meanwhile
+                continue
+        except CassetteError:  # not a regular file, too large, unreadable
+            stats.files, stats.invalid_files = stats.files + 1, stats.invalid_files + 1
             continue
+        size = len(raw)
         stats.files, stats.total_bytes = stats.files + 1, stats.total_bytes + size
         try:
-            if (file := _load(path)) is None:  # removed meanwhile
-                continue
+            file = parse_recording(path, raw)
         except CassetteError:
             stats.invalid_files += 1
             continue
@@ -73,11 +79,13 @@ def cassette_stats(root: str | Path) -> CassetteStats:
 
 
 def verify_cassette(root: str | Path) -> list[str]:
-    """Every problem as `path: problem`: unreadable, other schema, edited, invalid, a secret."""
+    """Every problem as `path: problem`, one line each: unreadable (or not a regular file, or
+    too large), other schema, edited, invalid, a secret; for a captured call, each recording
+    unfit to replay as `path: trial T occurrence O: problem`."""
     problems: list[str] = []
     for path in cassette_files(root):
         try:
-            file = _load(path)
+            file = load_recording(path, Path(root))
         except CassetteError as exc:
             problems.append(str(exc))
             continue
@@ -105,19 +113,16 @@ def _check(path: Path, file: _File) -> Iterator[str]:
         try:
             ModelRequest.model_validate(fields)
         except ValidationError as exc:
-            yield f"the request is not a valid ModelRequest: {_first_error(exc)}"
+            yield f"the request is not a valid ModelRequest: {first_error(exc)}"
         for e in file.responses:
             try:
                 ModelResponse.model_validate(e.response)
             except ValidationError as exc:
-                yield f"trial {e.trial} occurrence {e.occurrence}: {_first_error(exc)}"
+                yield f"trial {e.trial} occurrence {e.occurrence}: {first_error(exc)}"
     if file.kind == "http":
         yield from _check_http(file)
     if (secret := find_secret(file.model_dump(mode="json"))) is not None:
         yield f"{secret} looks like a secret (an API key or Authorization header): remove it"
-
-
-_BODIES = ("json", "events", "text")
 
 
 def _check_http(file: _File) -> Iterator[str]:
@@ -135,18 +140,8 @@ def _check_http(file: _File) -> Iterator[str]:
     if not isinstance(request.get("body"), dict):
         yield "the request has no body object"
     for e in file.responses:
-        where = f"trial {e.trial} occurrence {e.occurrence}"
-        answer = e.response or {}
-        status = answer.get("status")
-        if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
-            yield f"{where}: status {status!r} is not an HTTP status"
-        bodies = [name for name in _BODIES if name in answer]
-        if len(bodies) != 1:
-            yield f"{where}: needs exactly one of {', '.join(_BODIES)}, has {bodies or 'none'}"
-        elif bodies == ["events"] and not (
-            isinstance(answer["events"], list) and all(isinstance(x, str) for x in answer["events"])
-        ):
-            yield f"{where}: events must be a list of strings (one SSE event each)"
+        if (problem := replay_problem(api, e.response)) is not None:
+            yield f"trial {e.trial} occurrence {e.occurrence}: {problem}"
 
 
 _PATHS = {
@@ -168,10 +163,16 @@ def prune_cassette(root: str | Path, *, dry_run: bool) -> list[Path]:
             f"the cassette first (e.g. `trialkit run SUITE --cache {root} --cache-mode replay`)"
         )
     keys = {key for entry in suites.values() for key in entry["keys"]}
-    stale = [path for path in files if path.stem not in keys]
+    stale = [path for path in files if path.stem not in keys and not _is_folder(path)]
     for path in [] if dry_run else stale:
-        path.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)  # a link, a FIFO... is removed, never followed
         for folder in (path.parent, path.parent.parent):
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only when empty
     return stale
+
+
+def _is_folder(path: Path) -> bool:
+    """A real folder named like a recording (not a link to one): `verify` names it, `prune`
+    leaves it, since what it holds is not known to be a recording."""
+    return path.is_dir() and not path.is_symlink()
