@@ -23,6 +23,7 @@ from trialkit._gc import fewer_collections
 from trialkit._sync import run_blocking
 from trialkit._writer import TrialWriter
 from trialkit.adaptive import Adaptive, AdaptiveQueue
+from trialkit.capture.scope import offline_config, offline_run
 from trialkit.environments.base import NO_ENVIRONMENT
 from trialkit.graders.base import as_grader
 from trialkit.graders.human import with_review
@@ -361,7 +362,7 @@ class Runner:
 
     def _cache_config(self) -> dict[str, Any]:
         cassette = self.settings.cassette
-        network = {"capture": self.settings.capture, "offline": self.settings.offline}
+        network = {"capture": self.settings.capture, **offline_config(self.settings.offline)}
         if cassette is None:
             return {"mode": "live", **network}
         return {"mode": cassette.mode.value, "folder": str(cassette.root), **network}
@@ -520,8 +521,9 @@ class Runner:
         running = False
         report: Report | None = None
         broken: Exception | None = None  # trialkit's own machinery failed mid-run: exit 4
+        unattributed: list[str] = []  # --offline refusals made while no trial ran
         try:
-            with use_settings(settings), fewer_collections():
+            with use_settings(settings), fewer_collections(), offline_run(settings, unattributed):
                 async with self._executor(suite, run, total) as executor:
                     if create is not None:
                         await create()
@@ -551,6 +553,9 @@ class Runner:
                 run.config["adaptive"]["stopped"] = adaptive.stop_reasons()
             if settings.run_calls:
                 run.config["judge_controls"] = run_calls_summary(settings.run_calls)
+            if unattributed:
+                run.config["cache"]["offline_refused"] = unattributed[:20]
+                self.notices.extend(unattributed[:20])
             run.finished_at = datetime.now(UTC)
             try:
                 try:

@@ -40,6 +40,8 @@ __all__ = [
     "collect_children",
     "guard_sockets",
     "is_loopback",
+    "offline_config",
+    "offline_coverage",
     "offline_run",
     "own_calls",
     "trial_ended",
@@ -207,18 +209,50 @@ def _fail(recorders: list[TranscriptRecorder], error: OfflineRefused) -> None:
 
 
 @contextmanager
-def offline_run() -> Iterator[list[str]]:
-    """While inside, an `--offline` run is going on here even between its trials: a foreign
-    thread's connection off this machine is refused then too, and said in the list yielded
-    (no trial could be told of it)."""
-    refused: list[str] = []
+def offline_run(settings: ModelSettings, refused: list[str]) -> Iterator[None]:
+    """The window of a run: under `--offline` (`settings.offline`) a foreign thread's
+    connection off this machine is refused even between trials, and added to `refused` when
+    no trial was in flight to be told of it."""
+    if not settings.offline:
+        yield
+        return
     with _flight_lock:
         _runs.append(refused)
     try:
-        yield refused
+        yield
     finally:
         with _flight_lock:
             _runs.remove(refused)
+
+
+def offline_config(offline: bool) -> dict[str, Any]:
+    """What a stored run's config says of `--offline`: whether it was on, and, when it was,
+    whether this process is confined in a network namespace and what that covers."""
+    if not offline:
+        return {"offline": False}
+    confined, note = offline_coverage()
+    return {"offline": True, "offline_confined": confined, "offline_note": note}
+
+
+def offline_coverage() -> tuple[bool, str]:
+    """Whether `--offline` confines this process in a loopback-only network namespace, and
+    what it covers, in one line (for the start of a run and the stored run)."""
+    from trialkit.sandbox import netns
+
+    namespace = netns.entered()
+    if namespace is not None:
+        user = " in a user namespace of its own" if namespace.user_namespace else ""
+        return True, (
+            "this process and every program it runs are in a loopback-only network namespace"
+            f"{user} (this machine's loopback TCP services bridged in); Python sockets and "
+            "name lookups are refused too"
+        )
+    why = netns.why_not() or "only `trialkit run` and `trialkit regrade` enter one"
+    return False, (
+        f"no network namespace ({why}): Python sockets and name lookups in this process are "
+        "refused, but subprocesses, os.system, ctypes and C extensions are not confined and "
+        "can reach the network"
+    )
 
 
 # -- --offline below HTTP: every socket a trial opens ----------------------------------------
@@ -314,8 +348,12 @@ def _on_connect(args: tuple[Any, ...]) -> str | None:
 
 def _on_send(args: tuple[Any, ...]) -> str | None:
     where = _destination(args[0], args[1])
-    kind = "a datagram" if getattr(args[0], "type", None) == socket.SOCK_DGRAM else "data"
-    return None if where is None else f"{kind} sent to {where}"
+    if where is None:
+        return None
+    kind = getattr(args[0], "type", None)
+    if kind == socket.SOCK_STREAM:  # sendto/sendmsg with MSG_FASTOPEN connects
+        return f"a connection to {where} (TCP fast open)"
+    return f"{'a datagram' if kind == socket.SOCK_DGRAM else 'a packet'} sent to {where}"
 
 
 def _on_lookup(args: tuple[Any, ...]) -> str | None:

@@ -116,6 +116,10 @@ def regrade_command(
         )
     except SettingsError as exc:
         fail(str(exc))
+    if offline:
+        from trialkit.cli._offline import confine_offline
+
+        confine_offline(store_url)
     with open_store(store_url, create=False) as store:
         try:
             run_id = store.resolve_run(run_ref)

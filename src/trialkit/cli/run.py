@@ -27,6 +27,7 @@ from trialkit.cli._common import (
 )
 from trialkit.cli._junit import junit_options
 from trialkit.cli._matrix import parse_models, run_matrix
+from trialkit.cli._offline import confine_offline
 from trialkit.rerun import RERUN_CHOICES, RerunOnly
 from trialkit.settings import RunSettings, SettingsError
 
@@ -359,6 +360,8 @@ def run_command(
         executor=executor,
         ray_env=parse_names(ray_env),
     )
+    if offline:  # before the suite's module is imported: it may start threads
+        confine_offline(store_url, executor=executor)
     suite = _load(target, model, click.get_current_context())
     console = stdout_console()
     err_console = _stderr_console()
