@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -158,11 +158,9 @@ def _task_totals(conn: Connection, run_id: str) -> dict[str, _Counted]:
             counted = found.get(stored)
             if counted is None:
                 counted = found[stored] = _Counted()
-            known = _VERDICTS.get(verdict)
-            if known is None:
-                with rows.decoding(f"run {run_id!r}, task {unescape_nul(stored)!r}", "verdict"):
-                    known = Verdict(verdict)
-            counted.verdicts[known] += n
+            # A verdict that is none (a row changed behind trialkit's back) is an error, as
+            # the row is when listed (`rows.unreadable_row`).
+            counted.verdicts[_VERDICTS.get(verdict, Verdict.ERROR)] += n
             for name, value in zip(TOKEN_COLUMNS, sums, strict=True):
                 counted.sums[name] += int(value)
             counted.costs_known += costs_known
@@ -203,18 +201,32 @@ class _Span:
     def __init__(self, held: list[tuple[Any, ...]]) -> None:
         durations, costs, grader_costs = zip(*held, strict=True)
         self.durations: Sequence[float] = durations
-        self.cost_usd = None if None in costs else math.fsum(costs)
-        self.grader_cost_usd = None if None in grader_costs else math.fsum(grader_costs)
+        self.cost_usd = _fsum(costs)
+        self.grader_cost_usd = _fsum(grader_costs)
         self.first_start: datetime | None = None
         self.last_end: datetime | None = None
 
     def percentile(self, q: float) -> float | None:
-        """`metrics.percentile` of the durations (which are in order)."""
+        """`metrics.percentile` of the durations (which are in order); `None` when one that
+        it reads is not a number (a row changed behind trialkit's back)."""
         values = self.durations
         position = (len(values) - 1) * q / 100
         low = math.floor(position)
         high = min(low + 1, len(values) - 1)
-        return values[low] + (values[high] - values[low]) * (position - low)
+        try:
+            return float(values[low] + (values[high] - values[low]) * (position - low))
+        except TypeError:
+            return None
+
+
+def _fsum(values: Sequence[Any]) -> float | None:
+    """`math.fsum` of `values`; `None` when one is unknown (or not a number at all)."""
+    if None in values:
+        return None
+    try:
+        return math.fsum(values)
+    except TypeError:
+        return None
 
 
 _SPAN_BATCH = 10_000
@@ -260,15 +272,11 @@ def _spans(conn: Connection, run_id: str, tasks: set[str]) -> dict[str, _Span]:
         span = found.get(task_id)
         if span is None or known < len(span.durations):
             continue
-        what = f"run {run_id!r}, task {task_id!r}"
-        span.first_start = rows.decode_column(what, _Ends(first, last), "started_at", _time)
-        span.last_end = rows.decode_column(what, _Ends(first, last), "ended_at", _time)
+        try:  # a time that is none (changed behind trialkit's back): the span is unknown
+            span.first_start, span.last_end = _time(first), _time(last)
+        except rows.CORRUPTION_ERRORS:
+            continue
     return found
-
-
-class _Ends(NamedTuple):
-    started_at: str
-    ended_at: str
 
 
 def _time(value: str) -> datetime:
@@ -334,10 +342,8 @@ def _score_sums(conn: Connection, run_id: str) -> dict[str, tuple[int, int]]:
     for task_id, value, n in rows_of:
         try:
             numerator, denominator = value.as_integer_ratio()
-        except Exception:  # not a number: said as any column that cannot be read
-            with rows.decoding(f"run {run_id!r}, task {task_id!r}, a score", "value"):
-                raise
-
+        except (AttributeError, ValueError, OverflowError):  # not a number, or not finite:
+            continue  # a value changed behind trialkit's back is no score
         by_denominator = parts.setdefault(task_id, {})
         by_denominator[denominator] = by_denominator.get(denominator, 0) + numerator * n
         counts[task_id] = counts.get(task_id, 0) + n
@@ -368,7 +374,10 @@ def _percentile(
         .limit(high - low + 1)
     )
     values: list[float] = list(conn.scalars(ranked))
-    return values[0] + (values[-1] - values[0]) * (position - low)
+    try:
+        return float(values[0] + (values[-1] - values[0]) * (position - low))
+    except TypeError:  # a duration that is no number (changed behind trialkit's back)
+        return None
 
 
 _TASKS_PER_UNION = 200
@@ -409,11 +418,13 @@ def _listed(
     return found
 
 
-def with_listed(conn: Connection, kept: Report, max_results: int) -> Report:
+def with_listed(conn: Connection, kept: Report, max_results: int) -> Report | None:
     """`kept` (a report made with `max_results=0`, see `kept_reports`) with the trials each
     task lists at `max_results`, as `load_report` picks them: every trial of a task of at
     most `max_results`, else its first `max_results` non-passing ones. Only those trials
-    are read: the figures are the kept ones."""
+    are read: the figures are the kept ones. `None` when a listed trial's row cannot be read
+    (changed behind trialkit's back since the report was kept): the figures kept would not
+    count it as the error it is now."""
     run_id = kept.run.id
     small = [t.id for t in kept.tasks if 0 < t.trials <= max_results]
     big = {t.id for t in kept.tasks if t.trials > max_results}
@@ -423,12 +434,19 @@ def with_listed(conn: Connection, kept: Report, max_results: int) -> Report:
         query = _result_columns().where(trials.c.run_id == run_id, trials.c.task_id.in_(chunk))
         found |= _results(conn, query, run_id)
     found |= _listed(conn, run_id, big, max_results)
+    if any(r.error is not None and r.error.type == rows.STORED_ROW_ERROR for r in _all(found)):
+        return None
     tasks = []
     for task in kept.tasks:
         listed = sorted(found.get(task.id, []), key=lambda r: r.trial)[:max_results]
         update = {"results": listed, "results_omitted": task.trials - len(listed)}
         tasks.append(task.model_copy(update=update))
     return kept.model_copy(update={"tasks": tasks})
+
+
+def _all(found: dict[str, list[TrialResult]]) -> Iterator[TrialResult]:
+    for results in found.values():
+        yield from results
 
 
 def _results(

@@ -58,7 +58,9 @@ class SafeText(TypeDecorator[str]):
         return None if value is None else escape_nul(value)
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
-        return None if value is None else unescape_nul(value)
+        # Anything but text (SQLite keeps any type in any column) is handed on as it is, for
+        # the reader to refuse by its column: it is not this column type's to fail the read.
+        return unescape_nul(value) if isinstance(value, str) else value
 
 
 def pack_json(text: str) -> tuple[str, bytes | None]:

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, func, select
 
 from trialkit._record import Record
 from trialkit.score import Verdict
+from trialkit.store.rows import CORRUPTION_ERRORS, as_number
 from trialkit.store.schema import run_tasks, trials
 from trialkit.store.store import Store
 from trialkit.trial import TrialStatus
@@ -62,14 +63,14 @@ def run_progress(
     """The counts of run `run_id` and its finished trials past the first `after`."""
     with store._read(f"read the progress of run {run_id!r}") as conn:
         row = store._run_row(conn, run_id)
-        counts = {
-            Verdict(verdict): int(n)
-            for verdict, n in conn.execute(
-                select(trials.c.verdict, func.count())
-                .where(trials.c.run_id == run_id)
-                .group_by(trials.c.verdict)
-            )
-        }
+        counts: dict[Verdict, int] = {}
+        for verdict, n in conn.execute(
+            select(trials.c.verdict, func.count())
+            .where(trials.c.run_id == run_id)
+            .group_by(trials.c.verdict)
+        ):
+            known = _VERDICTS.get(verdict, Verdict.ERROR)
+            counts[known] = counts.get(known, 0) + int(n)
         finished = _finished(conn, run_id, after, limit) if limit > 0 else []
         planned = _planned(conn, run_id, _CONFIG.validate_json(row.config))
     return RunProgress(
@@ -101,16 +102,30 @@ def _finished(conn: Connection, run_id: str, after: int, limit: int) -> list[Fin
         .offset(after)
         .limit(limit)
     )
-    return [
-        FinishedTrial(
-            task_id=r.task_id,
-            index=r.idx,
-            verdict=Verdict(r.verdict),
-            status=TrialStatus(r.status),
-            duration_s=r.duration_s,
-        )
-        for r in conn.execute(query)
-    ]
+    return [_finished_trial(r) for r in conn.execute(query)]
+
+
+def _finished_trial(row: Any) -> FinishedTrial:
+    """A finished trial; one whose row was changed behind trialkit's back (a verdict, status
+    or duration that is none) is an error, as reports show it."""
+    verdict, status = _VERDICTS.get(row.verdict), _STATUSES.get(row.status)
+    try:
+        duration = as_number(row.duration_s)
+    except CORRUPTION_ERRORS:
+        duration = None
+    if verdict is None or status is None or duration is None:
+        verdict, status = Verdict.ERROR, TrialStatus.ERROR
+    return FinishedTrial(
+        task_id=row.task_id,
+        index=row.idx,
+        verdict=verdict,
+        status=status,
+        duration_s=duration or 0.0,
+    )
+
+
+_VERDICTS = {v.value: v for v in Verdict}
+_STATUSES = {s.value: s for s in TrialStatus}
 
 
 def _planned(conn: Connection, run_id: str, config: dict[str, Any]) -> int | None:

@@ -8,9 +8,10 @@ pages to reach the columns after it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
@@ -37,7 +38,8 @@ class TrialLine(Record):
     status: TrialStatus
     failed: bool
     """The agent raised or reported failure."""
-    started_at: datetime
+    started_at: datetime | None
+    """`None` only when its stored value cannot be read (the trial is then an error)."""
     duration_s: float
     input_tokens: int
     """The agent's input tokens (0 when no model call was recorded)."""
@@ -201,33 +203,92 @@ def list_trials(
 
 
 def _line(row: rows.StoredRow) -> TrialLine:
-    what = rows.trial_label(row)
     rationale = row.rationale
     if rationale is not None and len(rationale) > RATIONALE_CHARS:
         rationale = rationale[:RATIONALE_CHARS] + "…"
-    with rows.decoding(what):
-        return _trial_line(row, what, rationale)
+    try:
+        return _trial_line(row, rationale)
+    except rows.CORRUPTION_ERRORS:
+        return _unreadable_line(row, rationale)
 
 
-def _trial_line(row: rows.StoredRow, what: str, rationale: str | None) -> TrialLine:
-    decode = rows.decode_column
+_LINE_READERS: dict[str, Callable[[Any], Any]] = {
+    "verdict": Verdict,
+    "status": TrialStatus,
+    "started_at": rows.load_datetime,
+    "check_verdict": lambda value: _optional_verdict(value),
+    "error": lambda value: _error(value),
+}
+
+
+def _trial_line(row: rows.StoredRow, rationale: str | None) -> TrialLine:
     return TrialLine(
         run_id=row.run_id,
         task_id=row.task_id,
         index=row.idx,
-        verdict=decode(what, row, "verdict", Verdict),
-        status=decode(what, row, "status", TrialStatus),
+        verdict=Verdict(row.verdict),
+        status=TrialStatus(row.status),
         failed=row.failed,
-        started_at=decode(what, row, "started_at", rows.load_datetime),
+        started_at=rows.load_datetime(row.started_at),
         duration_s=row.duration_s,
         input_tokens=row.input_tokens,
         output_tokens=row.output_tokens,
         cost_usd=row.cost_usd,
         check=row.check,
-        check_verdict=decode(what, row, "check_verdict", _optional_verdict),
+        check_verdict=_optional_verdict(row.check_verdict),
         rationale=rationale,
-        error=decode(what, row, "error", _error),
+        error=_error(row.error),
     )
+
+
+def _unreadable_line(row: rows.StoredRow, rationale: str | None) -> TrialLine:
+    """A trial whose row cannot be read, as an error line naming the column that is wrong (as
+    reports show it, `rows.unreadable_row`); what can be read is kept."""
+    problems: list[tuple[str, str]] = []
+    read: dict[str, Any] = {}
+    for column, decode in _LINE_READERS.items():
+        try:
+            read[column] = decode(getattr(row, column))
+        except rows.CORRUPTION_ERRORS as exc:
+            problems.append((column, rows.describe_corruption(exc)))
+    numbers: dict[str, Any] = {}
+    for column, default in _LINE_NUMBERS.items():
+        value = getattr(row, column)
+        try:
+            numbers[column] = None if value is None and default is None else rows.as_number(value)
+        except rows.CORRUPTION_ERRORS as exc:
+            problems.append((column, rows.describe_corruption(exc)))
+            numbers[column] = default
+    try:
+        failed = rows.as_flag(row.failed)
+    except rows.CORRUPTION_ERRORS as exc:
+        problems.append(("failed", rows.describe_corruption(exc)))
+        failed = False
+    if not problems:  # each column reads, but not together
+        problems.append(("row", "its values do not make a trial"))
+    return TrialLine(
+        run_id=str(row.run_id),
+        task_id=str(row.task_id),
+        index=row.idx if isinstance(row.idx, int) else -1,
+        verdict=Verdict.ERROR,
+        status=TrialStatus.ERROR,
+        failed=failed,
+        started_at=read.get("started_at"),
+        **numbers,
+        check=row.check,
+        check_verdict=read.get("check_verdict"),
+        rationale=rationale,
+        error=rows.unreadable_error(problems),
+    )
+
+
+_LINE_NUMBERS: dict[str, int | float | None] = {
+    "duration_s": 0.0,
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "cost_usd": None,
+}
+"""The numeric columns of a listed trial, and what one that is not a number is shown as."""
 
 
 def _optional_verdict(value: str | None) -> Verdict | None:

@@ -34,8 +34,9 @@ def stored_verdicts(store: Store, run_id: str) -> dict[tuple[str, int], Verdict]
         trials.c.run_id == run_id
     )
     with store._read(f"list the trials of run {run_id!r}") as conn:
-        found = {}
-        for r in conn.execute(query):
-            with rows.decoding(f"run {run_id!r}, trial {r.task_id}#{r.idx}", "verdict"):
-                found[r.task_id, r.idx] = Verdict(r.verdict)
-        return found
+        # A verdict that is none (changed behind trialkit's back) is an error, as reports
+        # show it: `--retry-errors` runs that trial again.
+        verdicts = {v.value: v for v in Verdict}
+        return {
+            (r.task_id, r.idx): verdicts.get(r.verdict, Verdict.ERROR) for r in conn.execute(query)
+        }

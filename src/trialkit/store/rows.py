@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -346,24 +347,95 @@ def trial(row: StoredRow) -> Trial:
 
 
 def trial_result(row: StoredRow, run_id: str | None = None) -> TrialResult:
-    """A report's view of a trial; `row.output` may hold only the start of the output."""
+    """A report's view of a trial; `row.output` may hold only the start of the output.
+
+    A row changed behind trialkit's back so that it cannot be read (bad JSON, a wrong type,
+    an unknown verdict) is an error trial saying which column is wrong and why
+    (`unreadable_row`), so that the rest of its run is still reported."""
     try:  # every column at once; only a row that cannot be read is decoded column by column
         return _trial_result(row, _fields(row))
     except CORRUPTION_ERRORS:
-        pass
-    what = trial_label(row, run_id)
-    fields: dict[str, Any] = {
-        "verdict": decode_column(what, row, "verdict", Verdict),
-        "status": decode_column(what, row, "status", TrialStatus),
-        "scores": decode_column(what, row, "scores", _SCORES.validate_json),
-        "error": decode_column(what, row, "error", _error),
-        "usage": decode_column(what, row, "usage", Usage.model_validate_json),
-        "grader_usage": decode_column(what, row, "grader_usage", load_grader_usage),
-    }
-    if "started_at" in row._mapping:
-        fields["started_at"] = decode_column(what, row, "started_at", load_datetime)
-    with decoding(what):
-        return _trial_result(row, fields)
+        return unreadable_row(row)
+
+
+STORED_ROW_ERROR = "StoredRowError"
+"""The `ErrorInfo.type` of a trial whose stored row cannot be read (see `unreadable_row`)."""
+
+_COLUMN_READERS: dict[str, Callable[[Any], Any]] = {
+    "verdict": Verdict,
+    "status": TrialStatus,
+    "scores": _SCORES.validate_json,
+    "error": lambda value: _error(value),
+    "usage": Usage.model_validate_json,
+    "grader_usage": lambda value: load_grader_usage(value),
+    "started_at": lambda value: load_datetime(value),
+    "output": lambda value: _text(value),
+    "failed": lambda value: as_flag(value),
+    "duration_s": lambda value: as_number(value),
+    "cost_usd": lambda value: None if value is None else as_number(value),
+    "grader_cost_usd": lambda value: None if value is None else as_number(value),
+}
+"""How each column a report reads is decoded on its own, for a row that cannot be read whole
+(SQLite keeps a value of any type in any column)."""
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"{type(value).__name__} where text belongs")
+
+
+def as_flag(value: Any) -> bool:
+    """A boolean column's value, refused when it is none."""
+    if isinstance(value, int) and value in (0, 1):  # bool is an int; SQLite's are 0 and 1
+        return bool(value)
+    raise TypeError(f"{value!r} is not a boolean")
+
+
+def as_number(value: Any) -> float:
+    """A number column's value, refused when it is none (or not finite)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{value!r} is not a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    return float(value)
+
+
+def unreadable_row(row: StoredRow) -> TrialResult:
+    """A trials row that cannot be read, as an error trial: `error` names the first column
+    that is wrong and why (`stored row could not be read: scores: Invalid JSON ...`), and what
+    could be read is kept. Nothing is changed in the store."""
+    problems: list[tuple[str, str]] = []
+    fields: dict[str, Any] = {}
+    for column, read in _COLUMN_READERS.items():
+        if column not in row._mapping:
+            continue
+        try:
+            fields[column] = read(getattr(row, column))
+        except CORRUPTION_ERRORS as exc:
+            problems.append((column, describe_corruption(exc)))
+    index = row.idx
+    if not isinstance(index, int) or isinstance(index, bool):
+        problems.append(("idx", f"{index!r} is not a trial number"))
+        index = -1
+    fields["output"] = preview_output(fields.get("output"))
+    if not problems:  # each column reads, but not together
+        try:
+            return TrialResult(trial=index, **fields)
+        except CORRUPTION_ERRORS as exc:
+            problems.append(("row", describe_corruption(exc)))
+    fields.update(verdict=Verdict.ERROR, status=TrialStatus.ERROR, error=unreadable_error(problems))
+    return TrialResult(trial=index, **fields)
+
+
+def unreadable_error(problems: Sequence[tuple[str, str]]) -> ErrorInfo:
+    """The error of a trial whose stored row cannot be read: its first wrong column and why,
+    then the names of any other wrong columns."""
+    column, problem = problems[0]
+    message = f"stored row could not be read: {column}: {problem}"
+    if len(problems) > 1:
+        message += f" (also wrong: {', '.join(column for column, _ in problems[1:])})"
+    return ErrorInfo(type=STORED_ROW_ERROR, message=message)
 
 
 def _fields(row: StoredRow) -> dict[str, Any]:

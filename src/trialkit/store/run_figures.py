@@ -140,7 +140,8 @@ def planned_counts(
         for run_id, task_id, verdict, n in result.cursor.fetchall():  # the driver's tuples
             task = found[escaped[run_id]].get(unescape_nul(task_id))
             if task is not None:  # a report counts planned tasks only
-                task.verdicts[verdicts[verdict]] += n
+                # A verdict that is none (changed behind trialkit's back) is an error.
+                task.verdicts[verdicts.get(verdict, Verdict.ERROR)] += n
         result.close()
     return found
 
@@ -241,9 +242,18 @@ def _task_costs(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str,
         start = 0
         found[run_id] = {}
         for task_id, n in counts:
-            found[run_id][task_id] = add_costs(*costs[start : start + n])
+            found[run_id][task_id] = _added(costs[start : start + n])
             start += n
     return found
+
+
+def _added(costs: Sequence[Any]) -> float | None:
+    """`add_costs` of `costs`; `None` (unknown) when one is not a number (a value changed
+    behind trialkit's back)."""
+    try:
+        return add_costs(*costs)
+    except TypeError:
+        return None
 
 
 def _durations(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, tuple[float, int]]]:

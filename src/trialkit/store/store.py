@@ -247,7 +247,7 @@ class Store:
                 trials.c.run_id,
                 func.count().label("trials"),
                 *(_count_verdict(v).label(v.value) for v in (Verdict.PASS, Verdict.FAIL)),
-                _count_verdict(Verdict.ERROR).label("errors"),
+                _count_errors().label("errors"),
             )
             .where(trials.c.run_id.in_(select(r.c.id)))
             .group_by(trials.c.run_id)
@@ -326,7 +326,11 @@ class Store:
             version = version or kept_reports.run_version(conn, run_id)
             kept = None if version is None else kept_reports.read_kept(conn, run_id, version)
             if kept is not None:
-                return kept if max_results == 0 else aggregates.with_listed(conn, kept, max_results)
+                if max_results == 0:
+                    return kept
+                listed = aggregates.with_listed(conn, kept, max_results)
+                if listed is not None:
+                    return listed
             return self._computed_report(conn, run_id, max_results)
 
     def _computed_report(self, conn: Connection, run_id: str, max_results: int) -> Report:
@@ -509,6 +513,13 @@ def _stored_keys(
 
 def _count_verdict(verdict: Verdict) -> Any:
     return func.sum(case((trials.c.verdict == verdict.value, 1), else_=0))
+
+
+def _count_errors() -> Any:
+    """Trials that errored, with those whose verdict is none (changed behind trialkit's back),
+    as reports count them."""
+    decided = [Verdict.PASS.value, Verdict.FAIL.value, Verdict.UNKNOWN.value]
+    return func.sum(case((trials.c.verdict.in_(decided), 0), else_=1))
 
 
 def _summary(row: Any) -> RunSummary:

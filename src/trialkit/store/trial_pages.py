@@ -73,6 +73,9 @@ def trials_page(
     return TrialListing(lines=lines, total=total)
 
 
+_VERDICTS = {v.value: v for v in Verdict}
+
+
 class ListedTrial(NamedTuple):
     """A trial a task's row links to: its number and verdict."""
 
@@ -102,5 +105,6 @@ def listed_trials(
     with _read(store, f"list the trials of run {run_id!r}") as conn:
         for query in queries:
             for task_id, idx, verdict in conn.execute(query.where(c.run_id == run_id)):
-                found[task_id].append(ListedTrial(idx, Verdict(verdict)))
+                # A verdict that is none (changed behind trialkit's back) is an error.
+                found[task_id].append(ListedTrial(idx, _VERDICTS.get(verdict, Verdict.ERROR)))
     return {task: sorted(listed)[:most] for task, listed in found.items()}
