@@ -110,7 +110,7 @@ def test_a_changed_agent_against_the_base_branch_report(tmp_path: Path, kind: st
 
     comment = (tmp_path / "comment.md").read_text()
     assert comment.startswith(COMMENT_MARKER + "\n")
-    assert "**trialkit: worse than the baseline**" in comment.splitlines()[1]
+    assert "**trialkit: worse than the baseline on these tasks**" in comment.splitlines()[1]
     assert f"]({url})" in comment
     new, rest = comment.split("<details>")  # the new failures first, the rest collapsed
     for task in broken:
@@ -119,8 +119,9 @@ def test_a_changed_agent_against_the_base_branch_report(tmp_path: Path, kind: st
     assert len(comment) <= 65_536
 
     summary = (tmp_path / "summary.md").read_text()
-    assert "**trialkit: worse than the baseline**" in summary  # the comparison comes first
-    assert summary.index("**trialkit: worse than the baseline**") < summary.index("t0")
+    worse = "**trialkit: worse than the baseline on these tasks**"
+    assert worse in summary  # the comparison comes first
+    assert summary.index(worse) < summary.index("t0")
 
     annotations = [line for line in done.stdout.splitlines() if line.startswith("::")]
     new_failures = [a for a in annotations if "new failure" in a]
@@ -167,7 +168,7 @@ def test_a_run_as_good_as_its_baseline_passes_with_a_comment_that_says_so(
     assert done.returncode == 0, done.stderr
     assert "regression" not in done.stderr
     comment = (tmp_path / "comment.md").read_text()
-    assert "worse than" not in comment and "no significant difference from the baseline" in comment
+    assert "worse than" not in comment and "no significant change from the baseline" in comment
     assert not [line for line in done.stdout.splitlines() if line.startswith("::")]
 
 

@@ -118,7 +118,9 @@ def test_a_json_report_against_a_stored_run_of_another_store(work: Path) -> None
         "title=hard%3A still fail::baseline A: fail 0/2 0.0%25; B: fail 0/2 0.0%25"
     )
     body = "\n".join(lines[len(notes) :])
-    assert body.startswith(COMMENT_MARKER + "\n❌ **trialkit: worse than the baseline**")
+    assert body.startswith(
+        COMMENT_MARKER + "\n❌ **trialkit: worse than the baseline on these tasks**"
+    )
     assert "### New failures (7)" in body
     assert "<details><summary>2 other tasks (unchanged)</summary>" in body
     assert f"| stable | `evals.py:{line_of('        Task(')}` |" in body

@@ -21,7 +21,7 @@ from trialkit.reports.github import (
     render_job_summary,
     render_pr_comment,
 )
-from trialkit.reports.markdown import render_markdown
+from trialkit.reports.markdown import inline, render_markdown
 from trialkit.score import Verdict
 from trialkit.task import SuiteKind
 
@@ -75,13 +75,17 @@ def test_the_comment_puts_significant_changes_first_and_collapses_the_rest() -> 
 
     lines = body.splitlines()
     assert lines[0] == COMMENT_MARKER
-    assert lines[1].startswith("➖ **trialkit: no significant difference from the baseline**")
-    assert "McNemar p = 0.625" in lines[1]
-    assert "3 new failures, 1 fixed, 1 errored, of 8 tasks" in lines[1]
+    assert lines[1].startswith(
+        "➖ **trialkit: no significant change from the baseline on these tasks**: exact "
+        "stratified test p = 0.356"
+    )
+    assert "3 new failures, 1 fixed, 1 errored, 1 not compared, of 8 tasks" in lines[1]
+    assert lines[3] == inline(comparison.pairs[0].conclusion)  # the conclusion comes next
+    assert "Not compared: broken (" in lines[3]
     order = [
         body.index("### New failures (3)"),
         body.index("### Fixed (1)"),
-        body.index("### Errors (not tested) (1)"),
+        body.index("### Errors (1)"),
         body.index("<details><summary>3 other tasks (unchanged)</summary>"),
         body.index("</details>"),
     ]
