@@ -327,7 +327,9 @@ class _Helper:
             for fd in fds:
                 os.close(fd)
             return None
-        return socket.socket(fileno=fds[0])
+        service = socket.socket(fileno=fds[0])
+        service.setblocking(True)  # the helper connected it with a timeout: non-blocking
+        return service
 
     def close(self) -> None:
         self.channel.close()
