@@ -20,7 +20,8 @@ import pydantic_core
 from trialkit._calls import call_user
 from trialkit._errors import describe, find
 from trialkit._record import ErrorInfo, clean_text
-from trialkit.capture.calls import StreamCut, flush_held
+from trialkit.capture.calls import flush_held
+from trialkit.capture.faults import ModelFault
 from trialkit.capture.scope import OfflineRefused, collect_children, trial_ended, trial_started
 from trialkit.environments.base import Environment
 from trialkit.graders.base import GradeContext, Grader, run_grader, trial_verdict
@@ -151,8 +152,12 @@ class TrialRunner:
         agent_error = await self._converse(ctx, recorder, state.outcome)
         timing.agent_s = time.perf_counter() - mark
         collect_children()  # what a child the agent forked refused
-        if recorder.fatal is not None:  # a replay miss, an --offline refusal, a cut stream
+        flush_held(recorder)  # calls that failed and were never retried are faults now
+        if recorder.fatal is not None:  # a replay miss, an --offline refusal
             state.fail_with(recorder.fatal, "agent")
+            return
+        if recorder.faults and task.model_faults != "allow":  # a call got no usable answer
+            state.fail_with(recorder.faults[0], "agent")
             return
         if agent_error is not None:
             if task.expect == "failure" and not_the_agents(agent_error) is None:
@@ -323,11 +328,11 @@ _NOT_THE_AGENTS = (
     CassetteMiss,
     ModelError,
     OfflineRefused,
-    StreamCut,
+    ModelFault,
 )
 """Errors that are never an agent's expected failure: time ran out, the harness broke, a
-replay found no recording, or a model could not be called (a provider's outage, a bad key
-or model id: no answer came, so nothing was refused)."""
+replay found no recording, or a model could not be called or gave no usable answer (a
+provider's outage, a bad key or model id: no answer came, so nothing was refused)."""
 
 
 def not_the_agents(exc: BaseException) -> BaseException | None:

@@ -31,6 +31,8 @@ MAX_ID_CHARS = 200
 """The longest a suite or task id may be (ids name runs, files and report lines)."""
 
 Expect = Literal["success", "failure"]
+ModelFaults = Literal["error", "allow"]
+"""What a model call that got no usable answer does to a trial (see `Task.model_faults`)."""
 
 
 class SuiteKind(StrEnum):
@@ -123,6 +125,12 @@ class Task:
     """Queries of the world run after each user turn (sync or async, given the environment's
     world); each answer is recorded in that turn of the transcript (`Turn.probes`), so a
     grader can tell *when* something became true (`graders.probe`). Added to the suite's."""
+    model_faults: ModelFaults = "error"
+    """`error`: a model call of the agent's that got no usable answer (an error status, even
+    after the SDK's retries; a body or stream that is broken, cut short or not the API's)
+    makes the trial an error, whatever the agent did then. `allow`: such calls are only
+    recorded (with their problem) and the graders decide, for agents whose job is to survive
+    provider faults."""
     source: tuple[str, int] | None = field(default=None, compare=False, repr=False)
     """Where the task is defined: `(file, line)`. A suite file's loader sets the task's place
     in the file (a dataset row's line for a generated task); a `Task` built in Python records
@@ -145,6 +153,10 @@ class Task:
         if self.expect not in ("success", "failure"):
             raise SuiteError(
                 f"{where}: expect: must be 'success' or 'failure', got {self.expect!r}"
+            )
+        if self.model_faults not in ("error", "allow"):
+            raise SuiteError(
+                f"{where}: model_faults: must be 'error' or 'allow', got {self.model_faults!r}"
             )
         if self.trials is not None and (problem := trials_problem(self.trials)) is not None:
             raise SuiteError(f"{where}: trials: {problem}")

@@ -215,13 +215,18 @@ class TranscriptRecorder:
         changing the answer (a tool's wall time), written as the stand-in in cassette keys."""
         self.fatal: BaseException | None = None
         """What must end the trial as an error even if the agent carried on: a replay miss, a
-        request `--offline` refused, a stream the server cut off. SDKs turn an exception under
-        their `send` into a bare "Connection error.", and agents may catch that."""
+        request `--offline` refused, a grader's model call that got no usable answer. SDKs turn
+        an exception under their `send` into a bare "Connection error.", and agents may catch
+        that."""
+        self.faults: list[BaseException] = []
+        """The agent's captured model calls that got no usable answer (an error status, a
+        broken body or stream: `trialkit.capture.faults.ModelFault`), in order. The trial is
+        an error for the first one unless its task allows model faults."""
         self.closed = False
+        """Set when the trial ends: threads the trial started are no longer attributed to it."""
         self.held_attempts: dict[str, list[Any]] = {}
         """Captured attempts that failed in a way SDKs retry, per request key, waiting for
         the retry that will carry their count (`trialkit.capture.calls`)."""
-        """Set when the trial ends: threads the trial started are no longer attributed to it."""
 
     def next_occurrence(self, key: str) -> int:
         """How many times this trial already made the request `key` (0 the first time).
@@ -250,6 +255,11 @@ class TranscriptRecorder:
         with self._lock:
             if self.fatal is None:
                 self.fatal = exc
+
+    def fault(self, exc: BaseException) -> None:
+        """Note a model call of the agent's that got no usable answer (see `faults`)."""
+        with self._lock:
+            self.faults.append(exc)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self._clock_start

@@ -1,13 +1,10 @@
-"""Streamed answers: server-sent events framing, and what each API's events add up to.
+"""Streamed answers: what each API's events add up to.
 
-`EventDecoder` reads the WHATWG "event stream" format incrementally: bytes arrive in whatever
-chunks the connection gives, and an event is dispatched at the blank line that ends it. Lines
-are split as bytes, before decoding: a JSON string may hold U+2028 and similar characters,
-which `str.splitlines` would take for line ends.
-
-`ChatEvents`, `ResponsesEvents` and `MessagesEvents` take each event's parsed JSON and build the
-answer the API would have sent unstreamed, as plain JSON values, for `wire` to read. They check
-the type of everything they take, so no event, however odd, makes them raise.
+`ChatEvents`, `ResponsesEvents` and `MessagesEvents` take each event's parsed JSON (framed by
+`trialkit.capture._events`) and build the answer the API would have sent unstreamed, as plain
+JSON values, for `wire` to read. They check the type of everything they take, so no event,
+however odd, makes them raise; an event of the wrong shape is noted (`odd`). Texts that come
+in many deltas are kept in blocks (`TextParts`), so a long answer costs about its length.
 """
 
 from __future__ import annotations
@@ -16,83 +13,35 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-_BOM = b"\xef\xbb\xbf"
-
-Event = tuple[str, str]
-"""(the `event:` field, or "message" when the event named none; the `data:` lines joined)."""
-
-
-class EventDecoder:
-    """Turns chunks of an event stream into events: `feed` returns those each chunk completes.
-
-    Lines end with LF, CRLF or CR; `:` starts a comment; a field is `name: value` (one space
-    after the colon is dropped); `data` lines of one event are joined with LF; an event with no
-    data line is no event. Fields other than `event` and `data` (`id`, `retry`) are ignored, and
-    an event left open when the stream ends is never dispatched, as the format says.
-    """
-
-    def __init__(self) -> None:
-        self._partial: list[bytes] = []
-        """The start of a line whose end has not arrived yet."""
-        self._after_cr = False
-        """The last chunk ended with CR: an LF starting the next one belongs to it."""
-        self._first_line = True
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, chunk: bytes) -> list[Event]:
-        if not chunk:
-            return []
-        if self._after_cr:
-            self._after_cr = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
-        if end < 0:
-            self._partial.append(chunk)
-            return []
-        lines = chunk[: end + 1]
-        if self._partial:
-            lines = b"".join([*self._partial, lines])
-            self._partial.clear()
-        if end + 1 < len(chunk):
-            self._partial.append(chunk[end + 1 :])
-        self._after_cr = lines.endswith(b"\r")
-        events: list[Event] = []
-        for line in lines.splitlines():
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
-        return events
-
-    def _line(self, line: bytes) -> Event | None:
-        if self._first_line:
-            self._first_line = False
-            line = line.removeprefix(_BOM)
-        if not line:
-            return self._dispatch()
-        if line[:1] == b":":
-            return None
-        name, colon, value = line.partition(b":")
-        if colon and value[:1] == b" ":
-            value = value[1:]
-        if name == b"data":
-            self._data.append(value.decode("utf-8", "replace"))
-        elif name == b"event":
-            self._event = value.decode("utf-8", "replace")
-        return None
-
-    def _dispatch(self) -> Event | None:
-        if not self._data:
-            self._event = ""
-            return None
-        event = (self._event or "message", "\n".join(self._data))
-        self._event = ""
-        self._data = []
-        return event
-
-
 # --- what the events of each API add up to ---------------------------------------------------
+
+
+class TextParts:
+    """Text that arrives as many small deltas, kept in blocks of joined pieces: a list of a
+    million short strings costs some 60 bytes a piece, this about a byte a character."""
+
+    __slots__ = ("_blocks", "_pieces")
+
+    _BLOCK = 256
+
+    def __init__(self, first: str = "") -> None:
+        self._blocks: list[str] = []
+        self._pieces: list[str] = [first] if first else []
+
+    def append(self, piece: str) -> None:
+        pieces = self._pieces
+        pieces.append(piece)
+        if len(pieces) >= self._BLOCK:
+            self._blocks.append("".join(pieces))
+            pieces.clear()
+
+    def text(self) -> str:
+        if not self._blocks:
+            return "".join(self._pieces)
+        return "".join([*self._blocks, *self._pieces])
+
+    def __bool__(self) -> bool:
+        return bool(self._blocks or self._pieces)
 
 
 class Accumulator(ABC):
@@ -100,7 +49,13 @@ class Accumulator(ABC):
 
     def __init__(self) -> None:
         self.complete = False
-        """The stream's final event was seen (see each API)."""
+        """The answer is whole: the stream's final event, or one that ends the answer before
+        it, was seen (see each API)."""
+        self.terminated = False
+        """The stream's final event itself was seen (`[DONE]`, `response.completed` or
+        `.incomplete`, `message_stop`): a stream the server ended without it was cut short."""
+        self.odd: str | None = None
+        """The first event that is not what the API streams (its JSON is of another shape)."""
         self.error: tuple[object, str] | None = None
         """The first error the stream reported: (its JSON, the event that carried it)."""
         self.final: dict[str, Any] | None = None
@@ -118,13 +73,17 @@ class Accumulator(ABC):
         if self.error is None:
             self.error = (error, event)
 
+    def _odd(self, event: str, what: str, value: object, expected: str = "an object") -> None:
+        if self.odd is None:
+            self.odd = f"{event}: {what} is {_kind(value)}, not {expected}"
+
 
 @dataclass(slots=True)
 class _ChatCall:
     id: str | None = None
     name: str | None = None
     custom: bool = False
-    parts: list[str] = field(default_factory=list)
+    parts: TextParts = field(default_factory=TextParts)
 
 
 class ChatEvents(Accumulator):
@@ -138,9 +97,9 @@ class ChatEvents(Accumulator):
         self.model: str | None = None
         self.usage: dict[str, Any] | None = None
         self.finish: str | None = None
-        self.content: list[str] = []
-        self.refusal: list[str] = []
-        self.reasoning: list[str] = []
+        self.content = TextParts()
+        self.refusal = TextParts()
+        self.reasoning = TextParts()
         self.calls: dict[int, _ChatCall] = {}
 
     def handle(self, event: str, data: dict[str, Any]) -> None:
@@ -154,13 +113,20 @@ class ChatEvents(Accumulator):
             self.usage = usage
         choices = data.get("choices")
         if not isinstance(choices, list):
+            if choices is not None:
+                self._odd("a chunk", "`choices`", choices, "a list")
             return
         for choice in choices:  # only the first choice is assembled (`n` > 1 is rare)
-            if not isinstance(choice, dict) or choice.get("index") not in (0, None):
+            if not isinstance(choice, dict):
+                self._odd("a chunk", "a choice", choice)
+                continue
+            if choice.get("index") not in (0, None):
                 continue
             delta = choice.get("delta")
             if isinstance(delta, dict):
                 self._delta(delta)
+            elif delta is not None:
+                self._odd("a chunk", "a choice's `delta`", delta)
             finish = choice.get("finish_reason")
             if isinstance(finish, str) and finish:
                 self.finish = finish
@@ -211,14 +177,14 @@ class ChatEvents(Accumulator):
         calls = []
         for _, call in sorted(self.calls.items()):
             kind, name = ("custom", "input") if call.custom else ("function", "arguments")
-            body = {"name": call.name or "", name: "".join(call.parts)}
+            body = {"name": call.name or "", name: call.parts.text()}
             calls.append({"id": call.id, "type": kind, kind: body})
         message = {
             "role": "assistant",
-            "content": "".join(self.content) or None,
-            "refusal": "".join(self.refusal) or None,
+            "content": self.content.text() or None,
+            "refusal": self.refusal.text() or None,
             "tool_calls": calls or None,
-            "reasoning_content": "".join(self.reasoning) or None,
+            "reasoning_content": self.reasoning.text() or None,
         }
         choice = {"index": 0, "message": message, "finish_reason": self.finish}
         return {"id": self.id, "model": self.model, "choices": [choice], "usage": self.usage}
@@ -261,13 +227,13 @@ class _Item:
     item: dict[str, Any]
     done: bool = False
     """`response.output_item.done` gave the whole item."""
-    parts: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    parts: dict[tuple[str, int], TextParts] = field(default_factory=dict)
 
     def built(self) -> dict[str, Any]:
         if self.done or not self.parts:
             return self.item
         item = dict(self.item)
-        texts = {key: "".join(parts) for key, parts in sorted(self.parts.items())}
+        texts = {key: parts.text() for key, parts in sorted(self.parts.items())}
         kind = item["type"]
         if kind == "message":
             item["content"] = [
@@ -309,17 +275,19 @@ class ResponsesEvents(Accumulator):
         kind = kind if isinstance(kind, str) else event
         part = _PARTS.get(kind)
         if part is not None:
-            self._part(part, kind.endswith(".done"), data)
+            self._part(part, kind, data)
         elif kind in ("response.output_item.added", "response.output_item.done"):
-            self._item(data, done=kind.endswith(".done"))
+            self._item(kind, data)
         elif kind in _ENDED:
             response = data.get("response")
             if isinstance(response, dict):
                 self.final = response
+            else:
+                self._odd(kind, "`response`", response)
             if kind == "response.failed":
                 self._report(response if isinstance(response, dict) else data, kind)
             else:
-                self.complete = True
+                self.complete = self.terminated = True
         elif kind == "error":
             self._report(data, kind)
         elif kind in _STARTED and isinstance(data.get("response"), dict):
@@ -331,9 +299,14 @@ class ResponsesEvents(Accumulator):
             return index
         return self._index_of.get(item_id) if isinstance(item_id, str) else None
 
-    def _item(self, data: dict[str, Any], *, done: bool) -> None:
+    def _item(self, kind: str, data: dict[str, Any]) -> None:
+        done = kind.endswith(".done")
         item = data.get("item")
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+        if not isinstance(item, dict):
+            self._odd(kind, "`item`", item)
+            return
+        if not isinstance(item.get("type"), str):
+            self._odd(kind, "`item.type`", item.get("type"), "a string")
             return
         index = self._index(data, item.get("id"))
         if index is None:
@@ -344,10 +317,14 @@ class ResponsesEvents(Accumulator):
         if isinstance(item.get("id"), str):
             self._index_of[item["id"]] = index
 
-    def _part(self, part: _Part, done: bool, data: dict[str, Any]) -> None:
+    def _part(self, part: _Part, kind: str, data: dict[str, Any]) -> None:
+        done = kind.endswith(".done")
         value = data.get(part.value)
         index = self._index(data, data.get("item_id"))
-        if not isinstance(value, str) or index is None:
+        if not isinstance(value, str):
+            self._odd(kind, f"`{part.value}`", value, "a string")
+            return
+        if index is None:
             return
         slot = self.items.get(index)
         if slot is None:
@@ -357,9 +334,9 @@ class ResponsesEvents(Accumulator):
         position = data.get(part.position) if part.position else 0
         key = (part.name, position if type(position) is int else 0)
         if done:
-            slot.parts[key] = [value]
+            slot.parts[key] = TextParts(value)
         else:
-            slot.parts.setdefault(key, []).append(value)
+            slot.parts.setdefault(key, TextParts()).append(value)
 
     def answer(self) -> dict[str, Any]:
         """The final response with the output items streamed before it (when it came without
@@ -379,7 +356,7 @@ _BLOCK_DELTAS = {
 @dataclass(slots=True)
 class _Block:
     block: dict[str, Any]
-    parts: list[str] = field(default_factory=list)
+    parts: TextParts = field(default_factory=TextParts)
 
     def built(self) -> dict[str, Any]:
         if not self.parts:
@@ -387,10 +364,10 @@ class _Block:
         block = dict(self.block)
         kind = block["type"]
         if kind == "tool_use":
-            block["input"] = "".join(self.parts)  # JSON text, parsed when it is read
+            block["input"] = self.parts.text()  # JSON text, parsed when it is read
         else:
             start = block.get(kind)
-            block[kind] = (start if isinstance(start, str) else "") + "".join(self.parts)
+            block[kind] = (start if isinstance(start, str) else "") + self.parts.text()
         return block
 
 
@@ -412,15 +389,19 @@ class MessagesEvents(Accumulator):
             self._delta(data)
         elif kind == "content_block_start":
             index, block = data.get("index"), data.get("content_block")
-            if (
-                type(index) is int
-                and isinstance(block, dict)
-                and isinstance(block.get("type"), str)
-            ):
+            if not isinstance(block, dict):
+                self._odd(kind, "`content_block`", block)
+            elif not isinstance(block.get("type"), str):
+                self._odd(kind, "`content_block.type`", block.get("type"), "a string")
+            elif type(index) is int:
                 self.blocks[index] = _Block(block)
-        elif kind == "message_start" and isinstance(data.get("message"), dict):
-            self.message = data["message"]
-            usage = self.message.get("usage")
+        elif kind == "message_start":
+            message = data.get("message")
+            if not isinstance(message, dict):
+                self._odd(kind, "`message`", message)
+                return
+            self.message = message
+            usage = message.get("usage")
             self.usage = dict(usage) if isinstance(usage, dict) else {}
         elif kind == "message_delta":
             delta = data.get("delta")
@@ -432,13 +413,16 @@ class MessagesEvents(Accumulator):
             if isinstance(usage, dict):
                 self.usage.update((name, n) for name, n in usage.items() if n is not None)
         elif kind == "message_stop":
-            self.complete = True
+            self.complete = self.terminated = True
         elif kind == "error":
             self._report(data, kind)
 
     def _delta(self, data: dict[str, Any]) -> None:
         index, delta = data.get("index"), data.get("delta")
-        if type(index) is not int or not isinstance(delta, dict):
+        if not isinstance(delta, dict):
+            self._odd("content_block_delta", "`delta`", delta)
+            return
+        if type(index) is not int:
             return
         kind = delta.get("type")
         target = _BLOCK_DELTAS.get(kind) if isinstance(kind, str) else None
@@ -460,3 +444,14 @@ class MessagesEvents(Accumulator):
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _kind(value: object) -> str:
+    """What a JSON value is, for a message: `a string 'nope'`, `missing or null`, `a list`."""
+    if value is None:
+        return "missing or null"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:39] + "…"
+        return f"a string {shown!r}"
+    names = {bool: "a boolean", int: "a number", float: "a number", list: "a list"}
+    return names.get(type(value), "an object")

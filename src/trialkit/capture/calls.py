@@ -12,7 +12,6 @@ recordings and put back in replayed answers, so a replay in a new folder still m
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import time
@@ -21,10 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from trialkit.capture import wire
+from trialkit.capture._events import EventTexts
 from trialkit.capture._joined import join_split_values
+from trialkit.capture.faults import ModelFault, StreamCut, answer_problem, fault, status_line
 from trialkit.capture.scope import Scope
 from trialkit.models.base import ModelResponse, key_of
 from trialkit.models.cassette import CacheMode, Cassette
+from trialkit.models.context import CallRole
 from trialkit.models.pricing import cost_of
 from trialkit.secrets import redact, redact_data
 from trialkit.transcript import Message, ModelCall, TranscriptRecorder
@@ -35,9 +37,7 @@ TRANSIENT = frozenset({408, 409, 429})
 follows takes its place (and its occurrence), and the call counts it as a retry."""
 SSE = "text/event-stream"
 
-
-class StreamCut(ConnectionError):
-    """The server ended a streamed answer before its final event (a trial error)."""
+__all__ = ["KEY_VERSION", "SSE", "CapturedCall", "ModelFault", "StreamCut", "flush_held"]
 
 
 class CapturedCall:
@@ -69,10 +69,14 @@ class CapturedCall:
         self.streamed = wire.wants_stream(body)
         self.started = time.perf_counter()
         self.done = False
-        self._chunks: list[bytes] = []
+        self._body: list[bytes] = []
+        """A whole answer's body as it came (a stream is read as it comes, not kept)."""
         self._status = 0
         self._content_type = ""
         self._assembler: wire.StreamAssembler | None = None
+        self._events: EventTexts | None = None
+        """A stream's event texts, kept only to record them."""
+        self._undecodable: str | None = None
 
     # -- replay ------------------------------------------------------------------------------
 
@@ -116,55 +120,69 @@ class CapturedCall:
         self._content_type = content_type.split(";")[0].strip().lower()
         if self._content_type == SSE:
             self._assembler = wire.StreamAssembler(self.api)
+            cassette = self.cassette
+            if cassette is not None and cassette.mode in (CacheMode.RECORD, CacheMode.AUTO):
+                self._events = EventTexts()
 
     def feed(self, chunk: bytes) -> None:
-        """A piece of the (decoded) body, as the caller receives it."""
-        self._chunks.append(chunk)
-        if self._assembler is not None:
-            self._assembler.feed(chunk)
+        """A piece of the (decoded) body, as the caller receives it. A stream is assembled
+        as it comes (its events' texts kept only when they are to be recorded)."""
+        if self._assembler is None:
+            self._body.append(chunk)
+            return
+        self._assembler.feed(chunk)
+        if self._events is not None:
+            self._events.feed(chunk)
+
+    def undecodable(self, problem: str) -> None:
+        """The body's content encoding could not be undone (what the caller reads fails the
+        same way): nothing more is fed, and the call has no usable answer."""
+        if self._undecodable is None:
+            self._undecodable = problem
 
     def finish(self, *, ended: bool) -> None:
         """The body is over: `ended` when it was read to its end, not when the caller closed
-        it early. A stream the server ended before its final event fails the trial."""
+        it early. An answer that is no use to the agent (see `trialkit.capture.faults`) is a
+        fault of the call: the trial's error unless its task allows them."""
         if self.done:
             return
         self.done = True
-        body = b"".join(self._chunks)
+        try:
+            self._finish(ended)
+        except Exception as exc:
+            self.lost(exc)
+
+    def lost(self, exc: Exception) -> None:
+        """Capture itself failed to read the answer: the caller still gets it as it came, and
+        the trial is an error, since its transcript lacks the call."""
+        self.done = True
+        self._fail(
+            RuntimeError(
+                f"trialkit could not capture the answer of {self.endpoint}: "
+                f"{type(exc).__name__}: {exc}"
+            )
+        )
+
+    def _finish(self, ended: bool) -> None:
+        answer: dict[str, Any] = {"status": self._status, "content_type": self._content_type}
+        if self._undecodable is not None:
+            self._note(answer, replayed=False, problem=(self._undecodable, False))
+            return
         if self._assembler is not None:
-            text = body.decode("utf-8", "replace").replace("\r\n", "\n")
-            answer: dict[str, Any] = {
-                "status": self._status,
-                "content_type": SSE,
-                "events": [event + "\n\n" for event in text.split("\n\n") if event.strip()],
-            }
-            if ended and not self._assembler.complete and self._assembler.error is None:
-                cut = StreamCut(
-                    f"{self.model_id}: the server ended the streamed answer at {self.endpoint} "
-                    f"before its final event (after {self._assembler.events} events): the "
-                    "answer is incomplete"
-                )
-                self._note(answer, replayed=False, error=cut)
-                self._fail(cut)
-                return
+            answer["content_type"] = SSE
+            answer["events"] = self._events.events if self._events is not None else []
         else:
-            answer = {"status": self._status, "content_type": self._content_type}
+            body = b"".join(self._body)
+            self._body = []
             try:
                 answer["json"] = json.loads(body)
             except ValueError:
                 answer["text"] = body.decode("utf-8", "replace")
-        if self._retried():
+        if self._retried(answer):
             return
-        self._note(answer, replayed=False, assembled=self._read_as_recorded(ended, body))
-        self._record(answer)
-
-    def _read_as_recorded(self, ended: bool, body: bytes) -> wire.StreamAssembler | None:
-        """The live stream's assembler, when what it read is what reading the recorded events
-        again gives (a whole stream, its lines ended by LF alone): the transcript then needs no
-        second parse of every event. `None` otherwise, or for an answer not streamed."""
-        assembler = self._assembler
-        if assembler is None or not (ended and assembler.complete) or b"\r" in body:
-            return None
-        return assembler
+        cut = self._note(answer, replayed=False, assembled=self._assembler, ended=ended)
+        if not cut:
+            self._record(answer)
 
     def refused(self, exc: BaseException) -> None:
         """The request was never sent (`--offline`): a failed call in the transcript."""
@@ -172,35 +190,47 @@ class CapturedCall:
         self._note(None, replayed=False, error=exc)
 
     def broke(self, exc: BaseException) -> None:
-        """The request or its answer's body failed (a connection error, a timeout)."""
+        """The request or its answer's body failed (a connection error, a timeout, a
+        cancellation). A cancelled read is the caller giving up, as if it closed the stream;
+        anything else is no usable answer (held first when no answer came: the SDK may retry
+        it)."""
         if self.done:
             return
-        self.done = True
-        if self._status == 0:  # no answer at all: the SDK may retry it
-            self._hold(f"{type(exc).__name__}: {exc}", None)
+        if not isinstance(exc, Exception) and self._status:
+            self.finish(ended=False)
             return
-        error = StreamCut(
-            f"{self.model_id}: the answer at {self.endpoint} broke off: {type(exc).__name__}: {exc}"
-        )
-        self._note(None, replayed=False, error=error)
-        self._fail(error)
+        self.done = True
+        try:
+            if self._status == 0:
+                self._hold(f"{type(exc).__name__}: {exc}", None, fault=isinstance(exc, Exception))
+            else:
+                problem = f"the answer broke off: {type(exc).__name__}: {exc}"
+                self._note(None, replayed=False, problem=(problem, True))
+        except Exception as error:
+            self.lost(error)
 
     # -- what is kept ------------------------------------------------------------------------
 
-    def _retried(self) -> bool:
+    def _retried(self, answer: dict[str, Any]) -> bool:
         """Hold back a transient failure (the SDK will retry it): `True` when held."""
         if not (self._status in TRANSIENT or self._status >= 500):
             return False
-        data = None
-        with contextlib.suppress(ValueError):
-            data = json.loads(b"".join(self._chunks))
-        self._hold(wire.error_text(self.api, self._status, data), self._status)
+        message = wire.error_message(answer.get("json", answer.get("text")))
+        self._hold(message or "an error status, and no message", self._status)
         return True
 
-    def _hold(self, error: str, status: int | None) -> None:
+    def _hold(self, error: str, status: int | None, *, fault: bool = True) -> None:
         recorder = self.scope.recorder
         recorder.release_occurrence(self.key, self.occurrence)
-        held = _Held(self.model_id, self.key, self.endpoint, error, status, self.started)
+        held = _Held(
+            self.model_id,
+            self.key,
+            self.endpoint,
+            error,
+            status,
+            self.started,
+            self.scope.role if fault else None,
+        )
         recorder.held_attempts.setdefault(self.key, []).append(held)
 
     def _note(
@@ -210,8 +240,12 @@ class CapturedCall:
         replayed: bool,
         error: BaseException | None = None,
         assembled: wire.StreamAssembler | None = None,
-    ) -> None:
-        """Add the call to the trial's transcript (`assembled`: the answer, read already)."""
+        ended: bool = True,
+        problem: tuple[str, bool] | None = None,
+    ) -> bool:
+        """Add the call to the trial's transcript (`assembled`: a live stream, read already)
+        and note a fault when it got no usable answer (`problem`: one found already, with
+        whether the stream was cut). `True` when the answer was cut short."""
         recorder = self.scope.recorder
         held = recorder.held_attempts.pop(self.key, [])
         started = held[0].started if held else self.started
@@ -225,25 +259,42 @@ class CapturedCall:
             retries=len(held),
             latency_s=0.0 if replayed else time.perf_counter() - started,
         )
-        if answer is not None:
+        if answer is not None and problem is None:
             call.status = answer.get("status")
+            stream = assembled if assembled is not None else _stream_of(self.api, answer)
+            problem = answer_problem(
+                self.api,
+                answer,
+                asked_stream=self.streamed,
+                stream=stream,
+                ended=ended and not replayed,
+            )
             try:
-                response = assembled.result() if assembled else _response_of(self.api, answer)
+                response = stream.result() if stream else _response_of(self.api, answer)
             except wire.WireError as exc:
-                call.error = redact(f"{self.model_id}: an answer the API does not give: {exc}")
+                problem = problem or (str(exc), False)
             else:
                 call.response = redact_data(response.model_dump(mode="json"))
                 call.usage = response.usage
                 call.cost_usd = cost_of(self.model_id, response.usage)
                 if self.scope.role == "agent":
                     _add_tools_and_reasoning(recorder, response)
-                if call.status is not None and call.status >= 400:
-                    call.error = redact(wire.error_text(self.api, call.status, answer.get("json")))
+        elif answer is not None:
+            call.status = answer.get("status")
+        else:
+            call.status = self._status or None
+        if problem is not None:
+            text, cut = problem
+            call.error = redact(f"{status_line(call.status, len(held))}: {text}")
+            _blame(
+                recorder, self.scope.role, fault(self.model_id, self.endpoint, call.error, cut=cut)
+            )
         if error is not None:
             call.error = redact(str(error))
             if answer is None and self._status == 0:
                 call.cost_usd = 0.0  # no answer came: nothing was billed
         recorder.add_model_call(call)
+        return problem is not None and problem[1]
 
     def _record(self, answer: dict[str, Any]) -> None:
         cassette = self.cassette
@@ -268,23 +319,39 @@ class CapturedCall:
 
 
 def flush_held(recorder: TranscriptRecorder) -> None:
-    """At the end of a trial: attempts that failed and were never retried become failed
-    calls in the transcript."""
-    for attempts in list(recorder.held_attempts.values()):
+    """When the agent is done (and again at the end of a trial): attempts that failed and
+    were never retried become failed calls in the transcript, and faults of the trial (a 500
+    after the SDK's retries, a connection that never answered)."""
+    held = list(recorder.held_attempts.values())
+    recorder.held_attempts.clear()
+    for attempts in held:
         last: _Held = attempts[-1]
+        retries = len(attempts) - 1
+        error = redact(f"{status_line(last.status, retries)}: {last.error}")
         recorder.add_model_call(
             ModelCall(
                 model=last.model_id,
+                role=last.role or "agent",
                 key=last.key,
                 endpoint=last.endpoint,
                 status=last.status,
-                retries=len(attempts) - 1,
-                error=redact(last.error),
+                retries=retries,
+                error=error,
                 cost_usd=0.0,  # no answer came: nothing was billed
                 latency_s=time.perf_counter() - attempts[0].started,
             )
         )
-    recorder.held_attempts.clear()
+        if last.role is not None:
+            _blame(recorder, last.role, fault(last.model_id, last.endpoint, error))
+
+
+def _blame(recorder: TranscriptRecorder, role: str, exc: ModelFault) -> None:
+    """A grader's call without a usable answer makes the trial an error, always; the agent's
+    is a fault the trial's task may allow."""
+    if role == "grader":
+        recorder.fail(exc)
+    else:
+        recorder.fault(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +364,8 @@ class _Held:
     error: str
     status: int | None
     started: float
+    role: CallRole | None
+    """Whose call it was; `None` when its failure is no fault (the caller cancelled it)."""
 
 
 def _add_tools_and_reasoning(recorder: TranscriptRecorder, response: ModelResponse) -> None:
@@ -355,12 +424,17 @@ def _text_of(content: Any) -> str:
     return "" if content is None else json.dumps(content, ensure_ascii=False)
 
 
+def _stream_of(api: wire.Api, answer: dict[str, Any]) -> wire.StreamAssembler | None:
+    """A recorded stream's events, read again; `None` for an answer not streamed."""
+    if "events" not in answer:
+        return None
+    assembler = wire.StreamAssembler(api)
+    for event in answer["events"]:
+        assembler.feed(event.encode("utf-8"))
+    return assembler
+
+
 def _response_of(api: wire.Api, answer: dict[str, Any]) -> ModelResponse:
-    if "events" in answer:
-        assembler = wire.StreamAssembler(api)
-        for event in answer["events"]:
-            assembler.feed(event.encode("utf-8"))
-        return assembler.result()
     status = answer.get("status") or 200
     data = answer.get("json")
     if status >= 400 or data is None:

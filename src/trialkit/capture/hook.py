@@ -22,7 +22,7 @@ import importlib.machinery
 import json
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
@@ -219,12 +219,61 @@ def _watch(call: CapturedCall, response: Any, streams: _Streams, *, sync: bool) 
     """Let the live answer through, seeing its body as the caller reads it."""
     call.begin(response.status_code, response.headers.get("content-type", ""))
     if hasattr(response, "_content"):  # read already (`send(stream=False)`)
-        call.feed(response.content)
-        call.finish(ended=True)
+        try:
+            call.feed(response.content)
+            call.finish(ended=True)
+        except Exception as exc:
+            call.lost(exc)
         return response
-    decoder = streams.decoder(response.headers.get("content-encoding", ""))
+    decoder = streams.decoder(response, call)
     response.stream = streams.tee(response.stream, call, decoder, sync=sync)
     return response
+
+
+class _Decoder:
+    """Undoes a response's content encoding as its caller does, with the decoder the HTTP
+    module itself makes for the response's headers (`httpx` returns bytes, `httpx2` an
+    iterator of them). It never raises: a body the caller cannot decode either (corrupt
+    gzip) makes the call's answer unusable, and nothing more is decoded."""
+
+    __slots__ = ("_call", "_inner", "_name")
+
+    def __init__(self, inner: Any, call: CapturedCall, name: str) -> None:
+        self._inner, self._call, self._name = inner, call, name
+
+    def decode(self, chunk: bytes, *, last: bool = False) -> bytes:
+        inner = self._inner
+        if inner is None:
+            return b""
+        try:
+            data = inner.flush() if last else inner.decode(chunk)
+            return data if isinstance(data, bytes) else b"".join(data)
+        except Exception as exc:
+            self.fail(exc)
+            return b""
+
+    def fail(self, exc: Exception) -> None:
+        self._inner = None
+        self._call.undecodable(
+            f"the body cannot be decoded (Content-Encoding: {self._name}): "
+            f"{type(exc).__name__}: {exc}"
+        )
+
+
+def _feed(
+    call: CapturedCall, decoder: _Decoder | None, chunk: bytes, *, last: bool = False
+) -> None:
+    """Show the call a chunk of the body as the caller will read it (`last`: the body is
+    over). Capture never changes what the caller gets: its own failure is the trial's error."""
+    if call.done:
+        return
+    try:
+        if decoder is not None:
+            chunk = decoder.decode(chunk, last=last)
+        if chunk:
+            call.feed(chunk)
+    except Exception as exc:
+        call.lost(exc)
 
 
 class _Streams:
@@ -234,21 +283,28 @@ class _Streams:
         self.module = module
         self.sync_tee, self.async_tee = _tee_classes(module)
         self.sync_replay, self.async_replay = _replay_classes(module)
-        decoders = getattr(getattr(module, "_decoders", None), "SUPPORTED_DECODERS", {})
-        self._decoders: dict[str, Callable[[], Any]] = dict(decoders)
 
-    def tee(self, inner: Any, call: CapturedCall, decoder: Any, *, sync: bool) -> Any:
+    def tee(self, inner: Any, call: CapturedCall, decoder: _Decoder | None, *, sync: bool) -> Any:
         return (self.sync_tee if sync else self.async_tee)(inner, call, decoder)
 
-    def decoder(self, encoding: str) -> Any:
-        """A decoder for a content-encoded body (gzip, br...): recordings hold plain text."""
-        codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
-        codings = [c for c in codings if c != "identity"]
-        if not codings:
+    def decoder(self, response: Any, call: CapturedCall) -> _Decoder | None:
+        """What undoes the response's content encoding (`gzip`, `deflate, gzip`, `br`...) as
+        its caller will: `None` when it has none. The module's own decoder for the same
+        headers sees the same bytes as the caller's, codings it does not know and all."""
+        values = response.headers.get_list("content-encoding")
+        name = ", ".join(values)
+        if all(v.strip().lower() == "identity" for v in name.split(",") if v.strip()):
             return None
-        if len(codings) > 1 or codings[0] not in self._decoders:
-            return False  # cannot be decoded here: the call is kept without its body
-        return self._decoders[codings[0]]()
+        try:
+            probe = self.module.Response(
+                200, headers=[("content-encoding", value) for value in values]
+            )
+            inner = probe._get_content_decoder()
+        except Exception as exc:  # the caller's read fails the same way (too many codings)
+            decoder = _Decoder(None, call, name)
+            decoder.fail(exc)
+            return decoder
+        return _Decoder(inner, call, name)
 
     def replay(self, request: Any, answer: dict[str, Any], *, sync: bool) -> Any:
         """A response made from a recorded answer; no connection is opened."""
@@ -279,7 +335,7 @@ def _tee_classes(module: ModuleType) -> tuple[type, type]:
     class SyncTee(module.SyncByteStream):  # type: ignore[misc, name-defined]
         """The live answer's bytes, passed on as they come and shown to the call."""
 
-        def __init__(self, inner: Any, call: CapturedCall, decoder: Any) -> None:
+        def __init__(self, inner: Any, call: CapturedCall, decoder: _Decoder | None) -> None:
             self._inner, self._call, self._decoder = inner, call, decoder
 
         @property
@@ -296,7 +352,7 @@ def _tee_classes(module: ModuleType) -> tuple[type, type]:
             except BaseException as exc:
                 self._call.broke(exc)
                 raise
-            _flush(self._call, self._decoder)
+            _feed(self._call, self._decoder, b"", last=True)
             self._call.finish(ended=True)
 
         def close(self) -> None:
@@ -308,7 +364,7 @@ def _tee_classes(module: ModuleType) -> tuple[type, type]:
     class AsyncTee(module.AsyncByteStream):  # type: ignore[misc, name-defined]
         """`SyncTee` for async clients (`finish_at_close`: the call is finished at `aclose`)."""
 
-        def __init__(self, inner: Any, call: CapturedCall, decoder: Any) -> None:
+        def __init__(self, inner: Any, call: CapturedCall, decoder: _Decoder | None) -> None:
             self._inner, self._call, self._decoder = inner, call, decoder
             self._at_close = _finish_at_close.get()
             self._ended = False
@@ -327,7 +383,7 @@ def _tee_classes(module: ModuleType) -> tuple[type, type]:
             except BaseException as exc:
                 self._call.broke(exc)
                 raise
-            _flush(self._call, self._decoder)
+            _feed(self._call, self._decoder, b"", last=True)
             if self._at_close:
                 self._ended = True
             else:
@@ -340,18 +396,6 @@ def _tee_classes(module: ModuleType) -> tuple[type, type]:
                 self._call.finish(ended=self._ended)
 
     return SyncTee, AsyncTee
-
-
-def _feed(call: CapturedCall, decoder: Any, chunk: bytes) -> None:
-    if decoder is None:
-        call.feed(chunk)
-    elif decoder is not False:
-        call.feed(decoder.decode(chunk))
-
-
-def _flush(call: CapturedCall, decoder: Any) -> None:
-    if decoder not in (None, False):
-        call.feed(decoder.flush())
 
 
 def _replay_classes(module: ModuleType) -> tuple[type, type]:

@@ -16,13 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Literal
 
-from trialkit.capture._sse import (
-    Accumulator,
-    ChatEvents,
-    EventDecoder,
-    MessagesEvents,
-    ResponsesEvents,
-)
+from trialkit.capture._errors import error_message, error_text
+from trialkit.capture._events import EventDecoder
+from trialkit.capture._sse import Accumulator, ChatEvents, MessagesEvents, ResponsesEvents
 from trialkit.models._convert import NULL, TEXT, ListOf, Obj, Shape, parse_arguments, shape_problem
 from trialkit.models.anthropic import STOP_REASONS
 from trialkit.models.base import ModelResponse
@@ -442,6 +438,8 @@ class StreamAssembler:
         """Data events parsed as JSON objects (`[DONE]` not included)."""
         self.malformed = 0
         """Data events that are not a JSON object (an empty one is neither)."""
+        self.first_malformed: str | None = None
+        """The start of the first such event's data."""
         self._decoder = EventDecoder()
         self._stream = _ACCUMULATORS[api]()
 
@@ -449,7 +447,8 @@ class StreamAssembler:
         for event, data in self._decoder.feed(chunk):
             text = data.strip()
             if text == "[DONE]":  # ends a chat stream (proxies add it to the others too)
-                self._stream.complete = self._stream.complete or self.api == "chat"
+                if self.api == "chat":
+                    self._stream.complete = self._stream.terminated = True
                 continue
             if not text:
                 continue
@@ -462,6 +461,8 @@ class StreamAssembler:
                 self._stream.handle(event, value)
             else:
                 self.malformed += 1
+                if self.first_malformed is None:
+                    self.first_malformed = text[:60] + ("…" if len(text) > 60 else "")
 
     @property
     def complete(self) -> bool:
@@ -471,6 +472,23 @@ class StreamAssembler:
         `message_stop`, or a `message_delta` with a stop reason (LiteLLM closes the stream
         before `message_stop`). A stream that reported an error is not complete by that."""
         return self._stream.complete
+
+    @property
+    def terminated(self) -> bool:
+        """The stream's final event itself was seen: chat's `[DONE]`, Responses'
+        `response.completed` or `response.incomplete`, Messages' `message_stop`. A stream the
+        server ended without it was cut short, whatever came before."""
+        return self._stream.terminated
+
+    @property
+    def not_utf8(self) -> bool:
+        """Some of the stream's lines are not UTF-8."""
+        return self._decoder.not_utf8 > 0
+
+    @property
+    def odd(self) -> str | None:
+        """The first event whose JSON is not of the API's shape: which, and what is wrong."""
+        return self._stream.odd
 
     @property
     def error(self) -> str | None:
@@ -511,47 +529,6 @@ def _readable(api: Api, answer: dict[str, Any]) -> dict[str, Any]:
             if shape_problem(block, _MESSAGES_BLOCKS.get(block["type"], Obj())) is None
         ]
     return answer
-
-
-# --- errors --------------------------------------------------------------------------------
-
-
-def error_text(api: Api, status: int, data: object) -> str:
-    """One line for an error answer: `HTTP 429: <the error's message>`, or `HTTP 429` when the
-    body says nothing usable. Reads OpenAI's `{"error": {"message", ...}}`, Anthropic's
-    `{"type": "error", "error": {"type", "message"}}`, a bare `message` or `detail`, or a
-    body that is plain text (not an HTML page). Never raises."""
-    message = error_message(data)
-    return f"HTTP {status}: {message}" if message else f"HTTP {status}"
-
-
-_LONGEST_MESSAGE = 300
-
-
-def error_message(data: object) -> str | None:
-    """The message of an error object (a body, or an error event of a stream), on one line."""
-    if isinstance(data, str):
-        text = data.strip()
-        return None if text.startswith("<") else _one_line(text)
-    if not isinstance(data, dict):
-        return None
-    error = data.get("error")
-    if isinstance(error, str):
-        return _one_line(error)
-    fields = ("message", "code", "type") if isinstance(error, dict) else ("message", "detail")
-    where = error if isinstance(error, dict) else data
-    for name in fields:
-        value = where.get(name)
-        if isinstance(value, str) and value.strip():
-            return _one_line(value)
-    return None
-
-
-def _one_line(text: str) -> str | None:
-    line = " ".join(text.split())
-    if len(line) > _LONGEST_MESSAGE:
-        line = line[: _LONGEST_MESSAGE - 1] + "…"
-    return line or None
 
 
 # --- small readers ---------------------------------------------------------------------------

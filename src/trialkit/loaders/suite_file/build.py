@@ -140,6 +140,7 @@ def _task(ctx: BuildContext, path: FieldPath, spec: TaskFile, suite: SuiteFile) 
             metadata=dict(spec.metadata),
             tags=list(dict.fromkeys([*suite.tags, *spec.tags])),
             expect=spec.expect,
+            model_faults=spec.model_faults,
             trials=spec.trials,
             timeout=spec.timeout,
             model=spec.model,

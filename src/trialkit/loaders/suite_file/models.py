@@ -80,6 +80,11 @@ class TaskFields(FileModel):
     """For selecting tasks with `trialkit run --tag`."""
     expect: Literal["success", "failure"] = "success"
     """`failure` for tasks the agent must refuse or fail at."""
+    model_faults: Literal["error", "allow"] = "error"
+    """`error`: a model call of the agent's that got no usable answer (an error status after
+    the SDK's retries, a broken or cut body or stream) makes the trial an error, whatever the
+    agent did then. `allow`: such calls are only recorded, and the graders decide (for agents
+    whose job is to survive provider faults)."""
     trials: Trials | None = None
     """Overrides the suite's trial count."""
     timeout: Seconds | None = None
