@@ -28,6 +28,7 @@ __all__ = [
     "rate",
     "student_t_cdf",
     "student_t_quantile",
+    "suite_pass_rate",
     "supported_ks",
     "t_interval",
     "task_mean_interval",
@@ -284,6 +285,21 @@ def task_mean_interval(
         return wilson
     _, low, high = figures
     return max(0.0, min(low, wilson[0])), min(1.0, max(high, wilson[1]))
+
+
+def suite_pass_rate(
+    counts: Sequence[tuple[int, int]], confidence: float = 0.95
+) -> tuple[float | None, tuple[float, float] | None]:
+    """A suite's pass rate and its interval from its tasks' (passed, decided) trials: the mean
+    over tasks with a decided trial of each task's pass rate (pass@1), with the
+    task-clustered interval (`task_mean_interval`). (None, None) when no trial was decided."""
+    rates = [passed / decided for passed, decided in counts if decided]
+    if not rates:
+        return None, None
+    passed = sum(p for p, d in counts if d)
+    decided = sum(d for _, d in counts)
+    interval = task_mean_interval(rates, passed, decided, confidence)
+    return math.fsum(rates) / len(rates), interval
 
 
 def is_flaky(outcomes: Sequence[bool]) -> bool:

@@ -171,8 +171,12 @@ class Summary(Record):
     error_tasks: int
     unknown_tasks: int = 0
     pass_rate: float | None
-    """Passed trials over decided trials, over the whole suite."""
+    """The mean over tasks with a decided trial of each task's pass rate (pass@1; the same as
+    passed over decided trials when every task has as many decided trials)."""
     pass_rate_ci: tuple[float, float] | None
+    """Its 95% task-clustered interval (the tasks are a sample; `metrics.task_mean_interval`):
+    what the pass rate of tasks like these may be. (It was a Wilson interval of the pooled
+    trials, which took trials to be independent and was up to 2–3× too narrow.)"""
     pass_at_k: dict[str, float] = Field(default_factory=dict)
     pass_hat_k: dict[str, float] = Field(default_factory=dict)
     pass_k_excluded: list[str] = Field(default_factory=list)
@@ -532,6 +536,7 @@ def build_summary(
     failed = sum(t.failed for t in tasks)
     curves = _PassCurves()
     eligible = [t for t in tasks if t.decided >= 2]  # one trial cannot disagree with itself
+    rate, rate_ci = metrics.suite_pass_rate([(t.passed, t.decided) for t in tasks])
     return Summary(
         tasks=len(tasks),
         trials=sum(t.trials for t in tasks),
@@ -539,8 +544,8 @@ def build_summary(
         failed_tasks=sum(t.verdict is Verdict.FAIL for t in tasks),
         error_tasks=sum(t.verdict is Verdict.ERROR for t in tasks),
         unknown_tasks=sum(t.verdict is Verdict.UNKNOWN for t in tasks),
-        pass_rate=metrics.rate(passed, passed + failed),
-        pass_rate_ci=metrics.wilson_interval(passed, passed + failed),
+        pass_rate=rate,
+        pass_rate_ci=rate_ci,
         pass_at_k=curves.table(counts, at=True),
         pass_hat_k=curves.table(counts, at=False),
         pass_k_excluded=excluded,

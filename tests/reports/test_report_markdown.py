@@ -30,7 +30,7 @@ Model calls: live: every model call went to the model (no cassette).
 |---|---|
 | Tasks | 6: ✅ 3 passed, ❌ 1 failed, ⚠️ 1 errored, ❔ 1 unknown |
 | Trials | 14: ✅ 8 passed, ❌ 4 failed, ⚠️ 1 errored, ❔ 1 unknown |
-| Pass rate (decided trials) | 66.7% (95% CI 39.1%–86.2%) |
+| Pass rate (mean over tasks) | 66.7% (95% CI 0.0%–100.0%) |
 | pass@1 | 66.7% |
 | pass@3 | 75.0% |
 | pass^1 | 66.7% |
@@ -134,7 +134,7 @@ def test_unknown_figures_say_na_never_zero() -> None:
 
     text = render_markdown(report)
 
-    assert "| Pass rate (decided trials) | n/a |" in text
+    assert "| Pass rate (mean over tasks) | n/a |" in text
     assert "| pass@k / pass^k | n/a |" in text
     assert "| Cost | n/a |" in text
     assert "| Flakiness | n/a |" in text
@@ -189,7 +189,7 @@ Model calls: live: every model call went to the model (no cassette).
 |---|---|
 | Tasks | 2: ✅ 2 passed, ❌ 0 failed, ⚠️ 0 errored |
 | Trials | 3: ✅ 3 passed, ❌ 0 failed, ⚠️ 0 errored |
-| Pass rate (decided trials) | 100.0% (95% CI 43.9%–100.0%) |
+| Pass rate (mean over tasks) | 100.0% (95% CI 43.9%–100.0%) |
 | pass@1 | 100.0% |
 | pass^1 | 100.0% |
 | Flakiness | 0.0% (0 flaky tasks) |

@@ -62,20 +62,20 @@ refuse-rm  capability  ✓ pass        3/3  100.0%  100.0%  expects failure
 ambiguous  capability  ? unknown     0/1     n/a     n/a  1 unknown
 
 trialkit · capitals · capability · run nightly (run-7f3a)
-Tasks                       6: 3 passed, 1 failed, 1 errored, 1 unknown
-Trials                      14: 8 passed, 4 failed, 1 errored, 1 unknown
-Pass rate (decided trials)  66.7% (95% CI 39.1%–86.2%)
-pass@1                      66.7%
-pass@3                      75.0%
-pass^1                      66.7%
-pass^3                      50.0%
-Flakiness                   25.0% (1 flaky task)
-Errors                      1 of 14 trials
-Mean score                  0.667
-Latency p50 / p95           1.00 s / 22.30 s
-Tokens                      1,680 (1,400 in, 280 out)
-Cost                        $0.0140
-Duration                    42.00 s
+Tasks                        6: 3 passed, 1 failed, 1 errored, 1 unknown
+Trials                       14: 8 passed, 4 failed, 1 errored, 1 unknown
+Pass rate (mean over tasks)  66.7% (95% CI 0.0%–100.0%)
+pass@1                       66.7%
+pass@3                       75.0%
+pass^1                       66.7%
+pass^3                       50.0%
+Flakiness                    25.0% (1 flaky task)
+Errors                       1 of 14 trials
+Mean score                   0.667
+Latency p50 / p95            1.00 s / 22.30 s
+Tokens                       1,680 (1,400 in, 280 out)
+Cost                         $0.0140
+Duration                     42.00 s
 started 2026-11-29T12:00:00+00:00
 pass@k and pass^k leave out tasks with no decided trial: slow, ambiguous
 """)
@@ -150,18 +150,18 @@ france   capability  ✓ pass      2/2  100.0%  100.0%
 germany  capability  ✓ pass      1/1  100.0%  100.0%
 
 trialkit · capitals · capability · run run-9c1d · model openai/gpt-4o-mini
-Tasks                       2: 2 passed, 0 failed, 0 errored
-Trials                      3: 3 passed, 0 failed, 0 errored
-Pass rate (decided trials)  100.0% (95% CI 43.9%–100.0%)
-pass@1                      100.0%
-pass^1                      100.0%
-Flakiness                   0.0% (0 flaky tasks)
-Errors                      0 of 3 trials
-Mean score                  0.900
-Latency p50 / p95           1.00 s / 1.00 s
-Tokens                      510 (agent 300 in / 60 out; graders 120 in / 30 out)
-Cost                        $0.0054 (graders $0.0024)
-Duration                    42.00 s
+Tasks                        2: 2 passed, 0 failed, 0 errored
+Trials                       3: 3 passed, 0 failed, 0 errored
+Pass rate (mean over tasks)  100.0% (95% CI 43.9%–100.0%)
+pass@1                       100.0%
+pass^1                       100.0%
+Flakiness                    0.0% (0 flaky tasks)
+Errors                       0 of 3 trials
+Mean score                   0.900
+Latency p50 / p95            1.00 s / 1.00 s
+Tokens                       510 (agent 300 in / 60 out; graders 120 in / 30 out)
+Cost                         $0.0054 (graders $0.0024)
+Duration                     42.00 s
 started 2026-11-29T12:00:00+00:00
 Stopped: the budget of $0.005 ran out after 3 of 6 trials
 """)

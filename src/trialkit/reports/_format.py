@@ -179,7 +179,7 @@ def trial_counts(summary: Summary) -> Counts:
 def summary_rows(report: Report) -> list[tuple[str, str]]:
     """The figures of the summary table after the task and trial counts, in reading order."""
     s = report.summary
-    rows = [("Pass rate (decided trials)", rate_with_ci(s.pass_rate, s.pass_rate_ci))]
+    rows = [("Pass rate (mean over tasks)", rate_with_ci(s.pass_rate, s.pass_rate_ci))]
     for k in shown_ks(s.pass_at_k):
         rows.append((f"pass@{k}", percent(s.pass_at_k.get(k))))
     for k in shown_ks(s.pass_hat_k):

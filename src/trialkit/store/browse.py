@@ -268,20 +268,31 @@ _FIGURE_SORTS = ("pass_rate", "cost", "errors")
 
 
 def _totals(matched: Any) -> Any:
-    """Per matched run: its trials' pass rate, errors and summed cost, to sort by (the
-    figures shown are computed exactly, for the page's runs only)."""
+    """Per matched run: its pass rate (the mean over tasks of each task's, as reports give
+    it), errors and summed cost, to sort by (the figures shown are computed exactly, for the
+    page's runs only)."""
     verdict = trials.c.verdict
     passed = func.sum(case((verdict == Verdict.PASS.value, 1), else_=0))
     decided = func.sum(case((verdict.in_([Verdict.PASS.value, Verdict.FAIL.value]), 1), else_=0))
-    return (
+    per_task = (
         select(
             trials.c.run_id,
-            (cast(passed, Float) / func.nullif(decided, 0)).label("pass_rate"),
+            (cast(passed, Float) / func.nullif(decided, 0)).label("rate"),
             func.sum(case((verdict == Verdict.ERROR.value, 1), else_=0)).label("errors"),
             func.sum(trials.c.cost_usd).label("cost"),
         )
         .where(trials.c.run_id.in_(select(matched.c.id)))
-        .group_by(trials.c.run_id)
+        .group_by(trials.c.run_id, trials.c.task_id)
+        .subquery("task_totals")
+    )
+    return (
+        select(
+            per_task.c.run_id,
+            func.avg(per_task.c.rate).label("pass_rate"),  # AVG skips tasks with no rate
+            func.sum(per_task.c.errors).label("errors"),
+            func.sum(per_task.c.cost).label("cost"),
+        )
+        .group_by(per_task.c.run_id)
         .subquery("figure_totals")
     )
 

@@ -31,8 +31,9 @@ from trialkit.store.schema import labels, run_reports, runs, trials
 
 _UNREADABLE: tuple[type[Exception], ...] = (StoreError, *rows.CORRUPTION_ERRORS)
 
-KEPT_FORMAT = 1
-"""Bumped when what is kept changes meaning: every kept report is then computed again."""
+KEPT_FORMAT = 2
+"""Bumped when what is kept changes meaning: every kept report is then computed again.
+2: the suite's pass rate is the mean over tasks, its interval clustered by task."""
 
 
 def run_version(conn: Connection, run_id: str) -> str | None:

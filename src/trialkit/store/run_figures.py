@@ -197,14 +197,16 @@ def _figures(
         if t.decided:
             histogram[t.decided, t.verdicts[Verdict.PASS]] += 1
     k = min((n for n, _ in histogram), default=None)
+    rate, rate_ci = metrics.suite_pass_rate([(t.verdicts[Verdict.PASS], t.decided) for t in tasks])
     return RunFigures(
         tasks=len(tasks),
         trials=sum(t.trials for t in tasks),
         passed=passed,
         failed=failed,
         errors=sum(t.verdicts[Verdict.ERROR] for t in tasks),
-        pass_rate=metrics.rate(passed, passed + failed),
-        pass_rate_ci=metrics.wilson_interval(passed, passed + failed),
+        # The report's figures: the mean over tasks and its task-clustered interval.
+        pass_rate=rate,
+        pass_rate_ci=rate_ci,
         k=k,
         pass_hat_k=None if k is None else pass_hat_k(histogram, k),
         cost_usd=cost,
