@@ -66,6 +66,11 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "labels_command",
         "Export a run's labels (or its pending reviews) to a file, or import labels from one.",
     ),
+    "plan": LazyCommand(
+        "trialkit.cli.plan",
+        "plan_command",
+        "How many tasks and trials a comparison needs to detect a given change, from a stored run.",
+    ),
     "regrade": LazyCommand(
         "trialkit.cli.regrade",
         "regrade_command",
