@@ -20,7 +20,13 @@ The upstream is what the agent would have used without trialkit: `ANTHROPIC_BASE
 trial may name another. The agent's key goes upstream in the headers it came in; headers are
 never written anywhere. A request whose token is not one of a live trial's is refused (403);
 a `HEAD` of a base URL (Claude Code's probe) is answered here. Request bodies may be
-compressed (`gzip`, `deflate`, `zstd`, and `br` when the `brotli` module is installed).
+compressed (`gzip`, `deflate`, `zstd`, and `br` when `brotli` 1.2 or later is installed).
+
+What a connection may take of the proxy is bounded (`ProxyLimits`, in `_proxy_http`): the token
+is checked before a byte of the body is read, a body is at most 64 MiB read and decoded, the
+request's headers, its body and an idle connection each have a time limit, and at most 256
+connections are open at once (past that the longest-idle one is closed, or the new one gets
+503 when all are serving requests).
 
 The server runs on an event loop of its own, in a thread, so it serves whichever loop or
 worker the trials run in; `shared_proxy()` gives this process's, started on first use.
@@ -30,23 +36,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import secrets
 import threading
-import zlib
+import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
+from trialkit.capture import _proxy_http as http
+from trialkit.capture._proxy_http import ProxyLimits, Refusal
 from trialkit.capture.hook import finish_at_close
-from trialkit.models.cassette import CacheMode
+from trialkit.models.cassette import CacheMode, CassetteError
 from trialkit.models.context import ModelSettings, calls_as, use_settings
 from trialkit.secrets import register_secret
 from trialkit.transcript import TranscriptRecorder, activate, deactivate
 
-__all__ = ["DEFAULT_UPSTREAMS", "Family", "ModelProxy", "ProxyError", "ProxyTrial", "shared_proxy"]
+__all__ = [
+    "DEFAULT_UPSTREAMS",
+    "Family",
+    "ModelProxy",
+    "ProxyError",
+    "ProxyLimits",
+    "ProxyTrial",
+    "shared_proxy",
+]
 
 Family = Literal["anthropic", "openai"]
 PREFIX: Final = "/trialkit/"
@@ -60,7 +75,6 @@ UPSTREAM_ENV: Final[dict[str, str]] = {
     "anthropic": "ANTHROPIC_BASE_URL",
     "openai": "OPENAI_BASE_URL",
 }
-MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 SETTLE_S: Final = 5.0
 """How long a trial's turn waits, after the agent exited, for the proxy to finish the
 requests it was still passing on (the agent may exit on the last byte of an answer)."""
@@ -147,13 +161,34 @@ class ProxyTrial:
                 self._idle.notify_all()
 
 
-class ModelProxy:
-    """The proxy server (see the module docs): `start()`, `open_trial()` per trial, `stop()`."""
+class _Open:
+    """An open connection: serving a request (`busy`), or idle since `since`."""
 
-    def __init__(self) -> None:
+    __slots__ = ("busy", "since", "writer")
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.busy = False
+        self.since = time.monotonic()
+
+    def idle(self) -> None:
+        self.busy, self.since = False, time.monotonic()
+
+
+class ModelProxy:
+    """The proxy server (see the module docs): `start()`, `open_trial()` per trial, `stop()`.
+    `limits`: what a connection may take of it (`ProxyLimits`' defaults when not given)."""
+
+    def __init__(self, limits: ProxyLimits | None = None) -> None:
         self.port = 0
+        self.limits = limits or ProxyLimits()
         self.refused = 0
         """Requests refused for a missing or unknown token."""
+        self.closed_idle = 0
+        """Idle connections closed to make room for new ones (at `max_connections`)."""
+        self.turned_away = 0
+        """Connections answered 503: `max_connections` were open, all serving requests."""
+        self._connections: set[_Open] = set()
         self._trials: dict[str, ProxyTrial] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -224,8 +259,8 @@ class ModelProxy:
         self._replay_client = httpx.AsyncClient(
             transport=httpx.MockTransport(_nothing_upstream), **options
         )
-        self._server = await asyncio.start_server(
-            self._connection, "127.0.0.1", 0, limit=MAX_BODY_BYTES
+        self._server = await asyncio.start_server(  # `limit`: a connection's read buffer
+            self._connection, "127.0.0.1", 0, limit=http.READ_SIZE
         )
         self.port = self._server.sockets[0].getsockname()[1]
         ready.set_result(None)
@@ -297,57 +332,101 @@ class ModelProxy:
 
     # -- serving ------------------------------------------------------------------------------
 
+    @property
+    def open_connections(self) -> int:
+        """Connections open now."""
+        return len(self._connections)
+
+    def _admit(self, writer: asyncio.StreamWriter) -> _Open | None:
+        """A place for a new connection; past `max_connections`, the longest-idle one is
+        closed for it, or None when every open one is serving a request."""
+        if len(self._connections) >= self.limits.max_connections:
+            idle = [slot for slot in self._connections if not slot.busy]
+            if not idle:
+                return None
+            oldest = min(idle, key=lambda slot: slot.since)
+            self._connections.discard(oldest)
+            oldest.writer.transport.abort()  # its task sees the end of the stream and ends
+            self.closed_idle += 1
+        slot = _Open(writer)
+        self._connections.add(slot)
+        return slot
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        slot = self._admit(writer)
+        if slot is None:
+            self.turned_away += 1
+            await http.overloaded(reader, writer, self.limits.max_connections)
+        else:
+            try:
+                await self._serve(reader, writer, slot)
+            finally:
+                self._connections.discard(slot)
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, slot: _Open
+    ) -> None:
         import h11
 
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=http.MAX_HEAD_BYTES)
         try:
             while True:
-                request, body = await _read_request(conn, reader)
+                slot.idle()
+                request = await http.read_head(conn, reader, self.limits)
                 if request is None:
                     break
-                await self._answer(conn, writer, request, body)
+                target = request.target.decode("ascii", "replace")
+                path, _, query = target.partition("?")
+                token, family, rest = _route(path)
+                with self._lock:
+                    trial = self._trials.get(token or "")
+                if trial is None:  # refused before a byte of its body is read
+                    self.refused += 1
+                    message = "the model proxy refused a request without the token of a live trial"
+                    await http.send_error(conn, writer, 403, message, close=True)
+                    await http.linger(reader)
+                    break
+                slot.busy = True
+                body = await http.read_body(conn, reader, writer, request, self.limits)
+                await self._answer(conn, writer, trial, request, body, (path, query, family, rest))
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     break
                 conn.start_next_cycle()
+        except Refusal as exc:
+            with contextlib.suppress(Exception):
+                if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    await http.send_error(conn, writer, exc.status, str(exc), close=True)
+                    await http.linger(reader)
         except h11.RemoteProtocolError as exc:
             with contextlib.suppress(Exception):
                 if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await _send_error(conn, writer, exc.error_status_hint, f"bad request: {exc}")
-        except (ConnectionError, asyncio.IncompleteReadError, _TooLarge):
+                    message = f"bad request: {exc}"
+                    await http.send_error(conn, writer, exc.error_status_hint, message, close=True)
+        except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:  # the proxy stops: the connection's task just ends
             pass
         except Exception as exc:  # a fault here: the agent gets a 500 that says so
             with contextlib.suppress(Exception):
                 if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await _send_error(
-                        conn, writer, 500, f"model proxy: {type(exc).__name__}: {exc}"
-                    )
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                    message = f"model proxy: {type(exc).__name__}: {exc}"
+                    await http.send_error(conn, writer, 500, message, close=True)
 
     async def _answer(
-        self, conn: Any, writer: asyncio.StreamWriter, request: Any, body: bytes
+        self,
+        conn: Any,
+        writer: asyncio.StreamWriter,
+        trial: ProxyTrial,
+        request: Any,
+        body: bytes,
+        route: tuple[str, str, Family | None, str],
     ) -> None:
-        target = request.target.decode("ascii", "replace")
-        path, _, query = target.partition("?")
-        token, family, rest = _route(path)
-        with self._lock:
-            trial = self._trials.get(token or "")
-        if trial is None:
-            self.refused += 1
-            await _send_error(
-                conn,
-                writer,
-                403,
-                "the model proxy refused a request without the token of a live trial",
-            )
-            return
+        path, query, family, rest = route
         if family is None:
-            await _send_error(
+            await http.send_error(
                 conn,
                 writer,
                 404,
@@ -357,17 +436,15 @@ class ModelProxy:
             return
         method = request.method.decode("ascii", "replace").upper()
         if method == "HEAD":
-            await _send(conn, writer, 200, [(b"content-type", b"application/json")], b"", head=True)
+            headers = [(b"content-type", b"application/json")]
+            await http.send(conn, writer, 200, headers, b"", head=True)
             return
         headers = [(k.lower(), v) for k, v in request.headers]
         for key, value in headers:  # any echo of the agent's key is redacted, like an SDK's
             if key in _CREDENTIALS:
                 register_secret(value.decode("latin-1"))
-        try:
-            body = _decompressed(body, _header(headers, b"content-encoding"))
-        except _Undecodable as exc:
-            await _send_error(conn, writer, 415, str(exc))
-            return
+        encoding = http.header(headers, b"content-encoding")
+        body = http.decompressed(body, encoding, self.limits.max_body_bytes)
         url = trial.upstreams[family] + rest + (f"?{query}" if query else "")
         forward = [
             (k, v)
@@ -400,9 +477,13 @@ class ModelProxy:
             with use_settings(trial.settings), calls_as("agent"), finish_at_close():
                 try:
                     response = await client.send(outgoing, stream=True)
+                except CassetteError as exc:  # the trial's error already (the cassette says so)
+                    message = f"the model proxy could not replay {url}: {exc}"
+                    await http.send_error(conn, writer, 500, message)
+                    return
                 except Exception as exc:  # the upstream cannot be reached: the agent is told
                     message = f"the model proxy could not reach {url}: {type(exc).__name__}: {exc}"
-                    await _send_error(conn, writer, 502, message)
+                    await http.send_error(conn, writer, 502, message)
                     return
             try:
                 kept = [
@@ -416,9 +497,9 @@ class ModelProxy:
                 async for chunk in response.stream:  # raw, as it came (aiter_raw would close)
                     if chunk:
                         writer.write(conn.send(h11.Data(data=chunk)))
-                        await writer.drain()
+                        await http.drain(writer, self.limits.write_timeout_s)
                 writer.write(conn.send(h11.EndOfMessage()))
-                await writer.drain()
+                await http.drain(writer, self.limits.write_timeout_s)
             finally:
                 await response.aclose()  # the captured call is finished here, after the end
         finally:
@@ -442,14 +523,6 @@ def shared_proxy() -> ModelProxy:
 
 
 # -- HTTP plumbing --------------------------------------------------------------------------
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Undecodable(ValueError):
-    pass
 
 
 def _route(path: str) -> tuple[str | None, Family | None, str]:
@@ -482,137 +555,3 @@ def _nothing_upstream(request: Any) -> Any:
     )
     error = {"type": "error", "error": {"type": "trialkit_proxy", "message": message}}
     return httpx.Response(404, json=error, headers={"x-should-retry": "false"})
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
-    for key, value in headers:
-        if key == name:
-            return value.decode("latin-1")
-    return ""
-
-
-def _decompressed(body: bytes, encoding: str) -> bytes:
-    """The request body without its content codings (applied in order, undone in reverse)."""
-    codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
-    for coding in reversed(codings):
-        if coding == "identity":
-            continue
-        body = _decode(body, coding)
-        if len(body) > MAX_BODY_BYTES:
-            raise _Undecodable(f"the request body is over {MAX_BODY_BYTES} bytes uncompressed")
-    return body
-
-
-def _decode(body: bytes, coding: str) -> bytes:
-    try:
-        if coding in ("gzip", "x-gzip"):
-            return _gunzip(body)
-        if coding == "deflate":
-            try:
-                return zlib.decompress(body)
-            except zlib.error:
-                return zlib.decompress(body, -zlib.MAX_WBITS)  # raw deflate, as some send
-        if coding == "zstd":
-            return _zstd(body)
-        if coding == "br":
-            try:
-                import brotli  # type: ignore[import-not-found]
-            except ImportError:
-                raise _Undecodable(
-                    "the request body is brotli-compressed: pip install brotli to accept it"
-                ) from None
-            return bytes(brotli.decompress(body))
-    except _Undecodable:
-        raise
-    except Exception as exc:
-        raise _Undecodable(f"the request body is not valid {coding}: {exc}") from exc
-    raise _Undecodable(f"the request body's content coding {coding!r} is not one the proxy reads")
-
-
-def _zstd(body: bytes) -> bytes:
-    try:
-        import zstandard
-    except ImportError:
-        raise _Undecodable(
-            "the request body is zstd-compressed: pip install zstandard to accept it"
-        ) from None
-    reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)
-    out: list[bytes] = []  # every frame: a body may be several
-    size = 0
-    while size <= MAX_BODY_BYTES:
-        piece = reader.read(1 << 20)
-        if not piece:
-            break
-        out.append(piece)
-        size += len(piece)
-    return b"".join(out)
-
-
-def _gunzip(body: bytes) -> bytes:
-    """A gzip body, every member of it (a stream may be several, one after another)."""
-    out: list[bytes] = []
-    size = 0
-    while body:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out.append(inflater.decompress(body, MAX_BODY_BYTES + 1 - size))
-        size += len(out[-1])
-        if size > MAX_BODY_BYTES:
-            break
-        if not inflater.eof:
-            raise ValueError("the gzip stream ends early")
-        body = inflater.unused_data
-    return b"".join(out)
-
-
-async def _read_request(conn: Any, reader: asyncio.StreamReader) -> tuple[Any, bytes]:
-    """The next request and its body, or (None, b"") when the client is done."""
-    import h11
-
-    parts: list[bytes] = []
-    size = 0
-    request = None
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            data = await reader.read(65536)
-            conn.receive_data(data)
-            continue
-        if isinstance(event, h11.Request):
-            request = event
-        elif isinstance(event, h11.Data):
-            size += len(event.data)
-            if size > MAX_BODY_BYTES:
-                raise _TooLarge
-            parts.append(bytes(event.data))
-        elif isinstance(event, h11.EndOfMessage):
-            return request, b"".join(parts)
-        elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
-            return None, b""
-
-
-async def _send(
-    conn: Any,
-    writer: asyncio.StreamWriter,
-    status: int,
-    headers: list[tuple[bytes, bytes]],
-    body: bytes,
-    *,
-    head: bool = False,
-) -> None:
-    import h11
-
-    headers = [*headers, (b"content-length", str(len(body)).encode())]
-    writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
-    if body and not head:
-        writer.write(conn.send(h11.Data(data=body)))
-    writer.write(conn.send(h11.EndOfMessage()))
-    await writer.drain()
-
-
-async def _send_error(conn: Any, writer: asyncio.StreamWriter, status: int, message: str) -> None:
-    """An error in a shape both SDK families read, that they do not retry."""
-    body = json.dumps(
-        {"type": "error", "error": {"type": "trialkit_proxy", "message": message}}
-    ).encode()
-    headers = [(b"content-type", b"application/json"), (b"x-should-retry", b"false")]
-    await _send(conn, writer, status, headers, body)
