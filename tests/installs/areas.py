@@ -48,11 +48,12 @@ def area_of(relative: str) -> str:
     return "core"
 
 
-def module_files() -> dict[str, str]:
-    """Every module of trialkit, by dotted name, with its path under src/trialkit."""
+def module_files(package: Path = PACKAGE) -> dict[str, str]:
+    """Every module of trialkit (in `package`: its source by default), by dotted name, with
+    its path under the package's folder."""
     found: dict[str, str] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE).as_posix()
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
         parts = ["trialkit", *relative[: -len(".py")].split("/")]
         if parts[-1] == "__init__":
             parts.pop()
@@ -60,8 +61,9 @@ def module_files() -> dict[str, str]:
     return found
 
 
-def modules_of(install: str) -> list[str]:
+def modules_of(install: str, package: Path = PACKAGE) -> list[str]:
     """The modules an environment holding `install` (`core` or an extra) can import: the
     core's, the extra's and those of the extras it installs."""
     areas = {"core", "pytest", install, *EXTRAS_INSIDE.get(install, ())}
-    return [name for name, relative in module_files().items() if area_of(relative) in areas]
+    files = module_files(package)
+    return [name for name, relative in files.items() if area_of(relative) in areas]

@@ -1,0 +1,68 @@
+"""`pip install 'trialkit[openai]'` alone: `trialkit run --model openai/...` through the
+official SDK against a fake OpenAI server on loopback, and an agent on its own SDK client,
+whose calls trialkit captures into the transcript."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.provider_server import ProviderServer
+from tests.installs.helpers import said, trialkit
+from trialkit import GradeContext, Suite, Task, graders, run_sync
+
+INSTALL = "openai"
+
+SUITE = """
+id: capitals
+trials: 2
+tasks:
+  - {id: france, input: "Paris, please", graders: [{contains: paris}]}
+  - {id: spain, input: "Madrid, please", graders: [{contains: madrid}]}
+"""
+
+
+def test_a_run_of_an_openai_model_goes_through_the_sdk(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text(SUITE, encoding="utf-8")
+    with ProviderServer() as server:  # answers with the last user message
+        env = {"OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": "sk-test-key"}
+        done = trialkit(
+            "run", "suite.yaml", "--model", "openai/gpt-4o-mini", "--json", "report.json",
+            cwd=tmp_path, env=env,
+        )  # fmt: skip
+        sent = server.requests
+    assert done.returncode == 0, said(done)
+    assert len(sent) == 4 and {r.api for r in sent} == {"chat"}
+    assert {r.json["model"] for r in sent} == {"gpt-4o-mini"}
+    assert all(r.headers["authorization"] == "Bearer sk-test-key" for r in sent)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["summary"]["passed_tasks"] == 2 and report["summary"]["errors"] == 0
+
+
+def test_an_agent_on_its_own_sdk_client_is_captured() -> None:
+    from openai import OpenAI
+
+    seen: list[Any] = []
+
+    def calls_seen(ctx: GradeContext) -> bool:
+        seen.extend(ctx.transcript.model_calls)
+        return True
+
+    with ProviderServer() as server:
+        base_url = server.openai_base_url
+        client = OpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0)
+        with client:
+
+            def agent(prompt: str) -> str:
+                answer = client.chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}]
+                )
+                return answer.choices[0].message.content or ""
+
+            task = Task(id="t", input="Paris", graders=[graders.contains("paris"), calls_seen])
+            report = run_sync(Suite(id="sdk", harness=agent, tasks=[task]))
+    assert report.summary.pass_rate == 1.0, report.tasks[0].results[0].scores
+    (call,) = seen
+    assert call.endpoint == f"POST {base_url}/chat/completions"
+    assert call.status == 200 and call.usage.input_tokens
