@@ -17,6 +17,7 @@ from trialkit.cli.main import cli
 from trialkit.outcome import Outcome
 from trialkit.regrade import RegradeError, regrade_sync, source_suite
 from trialkit.report import RunInfo, SuiteInfo, TaskPlan
+from trialkit.sandbox import netns
 from trialkit.score import Score, Verdict
 from trialkit.store import Store
 from trialkit.task import SuiteKind
@@ -265,10 +266,17 @@ def test_judges_record_then_replay_from_the_cassette_offline(
     recorded = out.strip().splitlines()[-1].split()[2].rstrip(":")
     assert calls.read_text().split() == ["0", "1", "0", "1"]
 
+    def kept_out() -> None:  # never this test process into a namespace of its own
+        raise netns.Unavailable("in-process test")
+
+    monkeypatch.setattr(netns, "_enter", kept_out)
+    monkeypatch.setattr(netns, "_why_not", None)  # as it was, after the test
     code, out, err = invoke(
         "regrade", old, "--store", store, "--cache", cassette, "--cache-mode", "replay", "--offline"
     )
-    assert (code, err) == (0, "")
+    assert code == 0
+    assert err.startswith("--offline: no network namespace (in-process test): ")
+    assert len(err.splitlines()) == 1
     replayed = out.strip().splitlines()[-1].split()[2].rstrip(":")
     assert calls.read_text().split() == ["0", "1", "0", "1"]  # no call reached the judge
     scores = [t["scores"] for t in trials_of(Path(store), replayed)]
