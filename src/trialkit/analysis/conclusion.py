@@ -10,7 +10,7 @@ it better or worse at tasks like these?", and says when the tasks are too few to
 from __future__ import annotations
 
 from trialkit.analysis._significance import confidence_text
-from trialkit.analysis.paired import PairedComparison, TrialTest
+from trialkit.analysis.paired import PairedComparison, TrialTest, significant_tasks
 from trialkit.analysis.planning import fewest_tasks, smallest_p
 
 MAX_NAMED = 10
@@ -64,10 +64,28 @@ def gate_sentence(pair: PairedComparison) -> str:
         f"nothing changed (exact stratified test over {plural(test.informative_tasks, 'task')}, "
         f"{p_text(test.p_value)})"
     )
-    if pair.outcome == "worse":
-        return f"{b} is worse than {a} on these tasks: {evidence}: significant at {level}."
-    if pair.outcome == "better":
-        return f"{b} is better than {a} on these tasks: {evidence}: significant at {level}."
+    direction = {"worse": -1, "better": 1}.get(pair.outcome)
+    if direction is not None:
+        word = pair.outcome
+        alone = significant_tasks(test, direction)
+        named = [f"{t.id} ({t.passed_a}/{t.decided_a} → {t.passed_b}/{t.decided_b})" for t in alone]
+        tested = plural(len(test.task_tests), "task")
+        alone_text = (
+            f"{listed(named)} {'is' if len(alone) == 1 else 'are'} {word} on "
+            f"{'its' if len(alone) == 1 else 'their'} own (Fisher's exact test, Holm-adjusted "
+            f"over {tested})"
+        )
+        if test.p_value < 1 - pair.confidence and alone:
+            return (
+                f"{b} is {word} than {a} on these tasks: {evidence}, and {alone_text}: "
+                f"significant at {level}."
+            )
+        if alone:
+            return (
+                f"{b} is {word} than {a} on these tasks: {alone_text}: significant at {level}; "
+                f"over all tasks, {evidence}."
+            )
+        return f"{b} is {word} than {a} on these tasks: {evidence}: significant at {level}."
     could = ""
     if test.detectable is not None:
         could = (

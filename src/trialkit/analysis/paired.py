@@ -157,7 +157,8 @@ class PairedComparison(Record):
     seed: int
     outcome: Outcome
     """The gate: `worse` or `better` when the exact stratified test gives p < 1 − confidence
-    in that direction, `no_difference` when not, `cannot_tell` when nothing can be tested."""
+    in that direction, or a task on its own is significantly worse (better) by Fisher's exact
+    test, Holm-adjusted; `no_difference` when not, `cannot_tell` when nothing can be tested."""
     suite_outcome: SuiteOutcome
     """Tasks like these: `worse`/`better` when the sign-flip test over tasks gives p < α,
     `too_few_tasks` when no test over these tasks can, else `no_difference`."""
@@ -350,12 +351,35 @@ def _task_test(
     )
 
 
+def gate_outcome(tables: list[Table], confidence: float) -> Outcome:
+    """The gate's outcome over tasks given as tables of decided trials (what `outcome` is)."""
+    return _outcome(
+        _trial_test([str(i) for i in range(len(tables))], tables, confidence), confidence
+    )
+
+
+def significant_tasks(test: TrialTest, direction: int) -> list[TaskTest]:
+    """The tasks whose own change is significant (Holm-adjusted), worse (−1) or better (1)."""
+    return [
+        t
+        for t in test.task_tests
+        if t.significant and (t.passed_b * t.decided_a - t.passed_a * t.decided_b) * direction > 0
+    ]
+
+
 def _outcome(test: TrialTest | None, confidence: float) -> Outcome:
-    if test is None or not test.informative_tasks:
-        return "cannot_tell" if test is None else "no_difference"
-    if test.p_value >= 1 - confidence or abs(test.passed_b - test.expected_b) < 1e-9:
-        return "no_difference"
-    return "worse" if test.passed_b < test.expected_b else "better"
+    """`worse` when the exact stratified test finds B passing fewer trials than expected, or
+    when a task on its own is significantly worse after Holm's adjustment (a task named as
+    broken always fails the gate; each half keeps its false alarms under α/2 in one
+    direction, so the two together stay under α); `better` likewise the other way."""
+    if test is None:
+        return "cannot_tell"
+    significant = test.p_value < 1 - confidence and abs(test.passed_b - test.expected_b) >= 1e-9
+    if (significant and test.passed_b < test.expected_b) or significant_tasks(test, -1):
+        return "worse"
+    if (significant and test.passed_b > test.expected_b) or significant_tasks(test, 1):
+        return "better"
+    return "no_difference"
 
 
 def _suite_outcome(
