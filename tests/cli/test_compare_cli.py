@@ -47,7 +47,7 @@ def test_markdown(store_url: str) -> None:
 | Run | Id | Model | Started | Status | Tasks | Trials | Pass rate (95% CI) | Mean score | Cost/trial | p50 |
 |---|---|---|---|---|---:|---:|---:|---:|---:|---:|
 | A | base | gpt-4o | 2025-06-01 09:00 | completed | 5 | 15 | 100.0% (79.6%–100.0%) | 1.000 | \\$0.0020 | 1.00 s |
-| B | cand | gpt-4o-mini | 2025-06-01 10:00 | completed | 5 | 15 | 61.5% (35.5%–82.3%) | 0.615 | \\$0.0010 | 1.00 s |
+| B | cand | gpt-4o-mini | 2025-06-01 10:00 | completed | 5 | 15 | 66.7% (8.1%–100.0%) | 0.615 | \\$0.0010 | 1.00 s |
 
 ### B against A
 
