@@ -24,6 +24,19 @@ def test_there_are_readme_python_examples() -> None:
     assert len(readme_python_blocks()) >= 1
 
 
+def test_each_public_name_imports_first_in_a_fresh_process(tmp_path: Path) -> None:
+    """`from trialkit import run_sync` as a program's first import works (an import cycle can
+    hide behind the order in which other names happen to be imported)."""
+    import trialkit
+
+    failed = {}
+    for name in trialkit.__all__:
+        done = python(f"from trialkit import {name}", cwd=tmp_path)
+        if done.returncode != 0:
+            failed[name] = (done.stderr.strip().splitlines() or ["?"])[-1]
+    assert failed == {}
+
+
 def test_trialkit_run_of_a_python_suite_stores_and_reports(tmp_path: Path) -> None:
     write_capitals(tmp_path, kind="capability")
     done = trialkit(
