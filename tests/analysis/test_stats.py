@@ -237,3 +237,33 @@ def test_the_task_clustered_interval_keeps_its_coverage(tasks: int, spread: str)
 
     assert abs(clustered - 0.95) <= 0.03, clustered
     assert pooled < clustered - 0.02, pooled  # trials taken as independent: too narrow
+
+
+def test_past_the_exact_work_the_stratified_test_is_its_normal_approximation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import trialkit.analysis.stats as stats
+
+    rng = random.Random(8)
+    tables = [Table(rng.randint(3, 10), 10, rng.randint(2, 10), 10) for _ in range(300)]
+    exact = stratified_exact_test(tables)
+    monkeypatch.setattr(stats, "EXACT_WORK", 0)
+    approximate = stratified_exact_test(tables)
+
+    assert (exact.exact, approximate.exact) == (True, False)
+    assert exact.p_value < 0.05
+    assert approximate.p_value == pytest.approx(exact.p_value, rel=0.1)
+    assert approximate.p_lower == pytest.approx(exact.p_lower, rel=0.1)
+
+
+def test_a_suite_of_many_tasks_is_compared_past_the_exact_limits() -> None:
+    rng = random.Random(9)
+    tables = [Table(rng.randint(0, 10), 10, rng.randint(0, 10), 10) for _ in range(5000)]
+    differences = [Fraction(t.passed_b - t.passed_a, 10) for t in tables]
+
+    assert not stratified_exact_test(tables).exact
+    flips = sign_flip_test(differences, resamples=2000, seed=3)
+    assert flips is not None and not flips.exact
+    t = paired_t([float(d) for d in differences], 0.95)
+    assert t is not None and t.p_value is not None
+    assert flips.p_value == pytest.approx(t.p_value, abs=0.05)  # both near the same answer

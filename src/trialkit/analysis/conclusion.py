@@ -61,7 +61,9 @@ def gate_sentence(pair: PairedComparison) -> str:
         )
     evidence = (
         f"{test.passed_b} of {b}'s trials passed where {test.expected_b:.1f} were expected if "
-        f"nothing changed (exact stratified test over {plural(test.informative_tasks, 'task')}, "
+        f"nothing changed ({'exact ' if test.exact else ''}stratified test over "
+        f"{plural(test.informative_tasks, 'task')}"
+        f"{'' if test.exact else ', normal approximation'}, "
         f"{p_text(test.p_value)})"
     )
     direction = {"worse": -1, "better": 1}.get(pair.outcome)

@@ -76,6 +76,9 @@ class TrialTest(Record):
     """Two-sided, exact."""
     p_lower: float
     """One-sided: that B passed this few or fewer."""
+    exact: bool = True
+    """Computed exactly; else by its normal approximation (past a few hundred tasks that can
+    vary, where the two agree)."""
     cmh_statistic: float | None
     cmh_p_value: float | None
     """The large-sample chi-squared of the same test, for reference."""
@@ -320,6 +323,7 @@ def _trial_test(ids: list[str], tables: list[Table], confidence: float) -> Trial
         expected_b=result.expected,
         p_value=result.p_value,
         p_lower=result.p_lower,
+        exact=result.exact,
         cmh_statistic=None if cmh is None else cmh[0],
         cmh_p_value=None if cmh is None else cmh[1],
         task_tests=task_tests,
