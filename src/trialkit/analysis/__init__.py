@@ -1,5 +1,6 @@
-"""Analyses of stored runs: comparisons between runs, suite health, judge calibration against
-human labels, and agreement between raters. The statistics need the `stats` extra:
+"""Analyses of stored runs: comparisons between runs (and the power to plan them), suite
+health, judge calibration against human labels, and agreement between raters. Comparing runs
+needs no extra; calibration and agreement need the `stats` extra:
 `pip install 'trialkit[stats]'`."""
 
 from trialkit.analysis.agreement import (
@@ -41,6 +42,8 @@ from trialkit.analysis.health import (
     assess_health,
     suite_health,
 )
+from trialkit.analysis.paired import LeftOut, TaskLevelTest, TaskTest, TrialTest
+from trialkit.analysis.planning import Plan, PlanRow, plan_comparison
 
 __all__ = [
     "JUDGE_MODEL_KEY",
@@ -56,7 +59,10 @@ __all__ = [
     "GraderEvidence",
     "HealthError",
     "HealthRun",
+    "LeftOut",
     "PairedComparison",
+    "Plan",
+    "PlanRow",
     "RunColumn",
     "Statistic",
     "SuiteHealth",
@@ -64,6 +70,9 @@ __all__ = [
     "TaskChange",
     "TaskComparison",
     "TaskHealth",
+    "TaskLevelTest",
+    "TaskTest",
+    "TrialTest",
     "assess_health",
     "calibrate",
     "choose_grader",
@@ -73,5 +82,6 @@ __all__ = [
     "compare_runs",
     "judge_agreement",
     "krippendorff_alpha",
+    "plan_comparison",
     "suite_health",
 ]
