@@ -61,7 +61,8 @@ if TYPE_CHECKING:
 @click.option(
     "--offline",
     is_flag=True,
-    help="Refuse every request of a grader to a host other than this machine.",
+    help="Refuse every request of a grader to a host other than this machine, in a "
+    "loopback-only network namespace where the machine allows one.",
 )
 @click.option(
     "--concurrency",

@@ -147,7 +147,8 @@ def parse_settings(**options: Any) -> RunSettings:
     "--offline",
     is_flag=True,
     help="Refuse every request of a trial to a host other than this machine (a trial error "
-    "naming the host): proves a replayed run is hermetic.",
+    "naming it), in a loopback-only network namespace where the machine allows one (else a "
+    "line at start says what is not covered): proves a replayed run is hermetic.",
 )
 @click.option(
     "--max-cost",
