@@ -473,6 +473,11 @@ class Runner:
         threads.total_tokens = max(threads.total_tokens, self.concurrency)
         self.last_run = run
         self.finished = 0
+        settings = self.run_settings(suite)
+        if settings.capture or settings.offline:  # first: what starts below is the run's own
+            from trialkit.capture.hook import install
+
+            install(offline=settings.offline)
         self._export("on_run_start", run, suite_info)
         if isinstance(todo, AdaptiveQueue):
             adaptive, fixed = todo, None
@@ -511,11 +516,6 @@ class Runner:
                     self.progress.advance(trial)
                 await writing.give_way()
 
-        settings = self.run_settings(suite)
-        if settings.capture or settings.offline:
-            from trialkit.capture.hook import install
-
-            install(offline=settings.offline)
         writing = writer or TrialWriter(self.store, trials=total)
         stored = create is None
         running = False
