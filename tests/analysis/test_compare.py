@@ -175,8 +175,8 @@ def test_tasks_in_one_run_are_listed_and_left_out(store: Store) -> None:
 
     assert (pair.added, pair.removed, pair.paired_tasks) == (["new"], ["gone"], 1)
     assert [(t.id, t.reason) for t in pair.left_out] == [
-        ("new", "only in B (added)"),
-        ("gone", "only in A (removed)"),
+        ("new", "not in A, fail 0/2 in B"),  # a failing task added is named as failing
+        ("gone", "pass 2/2 in A, not in B"),
     ]
     assert pair.new_failures == []
     assert pair.pass_rate_candidate == 1.0

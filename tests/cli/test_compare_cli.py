@@ -51,7 +51,7 @@ def test_markdown(store_url: str) -> None:
 
 ### B against A
 
-**❌ B is worse than A on these tasks: 1 of B's trials passed where 3.5 were expected if nothing changed (exact stratified test over 2 tasks, p = 0.02): significant at 95%. Not compared: f (only in B (added)), e (only in A (removed)). Verdicts: 2 new failures (b, c); no single task changed significantly on its own (Fisher's exact test, Holm-adjusted over 2 tasks).**
+**❌ B is worse than A on these tasks: 1 of B's trials passed where 3.5 were expected if nothing changed (exact stratified test over 2 tasks, p = 0.02): significant at 95%. Not compared: f (not in A, pass 3/3 in B), e (pass 3/3 in A, not in B). Verdicts: 2 new failures (b, c); no single task changed significantly on its own (Fisher's exact test, Holm-adjusted over 2 tasks).**
 
 For tasks like these: the mean task pass rate goes 100.0% → 58.3%, −41.7 pts over 4 tasks (95% CI −100.0 to +37.9 pts; sign-flip test p = 0.5): too few tasks to tell: with 4 tasks no test over tasks can reach p \\< 0.05 (the smallest possible is 2/2^4 = 0.125); it takes at least 6 tasks that change.
 
@@ -61,7 +61,7 @@ For tasks like these: the mean task pass rate goes 100.0% → 58.3%, −41.7 pts
 | New failures in B | 2: b, c |
 | Fixed in B | none |
 | Errored in either run | 1: d |
-| Not compared | 2: f: only in B (added), e: only in A (removed) |
+| Not compared | 2: f (not in A, pass 3/3 in B), e (pass 3/3 in A, not in B) |
 | These tasks: exact stratified test (the gate) | p = 0.02 (B passed 1 trial, 3.5 expected, over 2 tasks that can vary; CMH χ² = 7.35, p = 0.0067) |
 | These tasks: changed on their own | none significant alone (Fisher's exact test, Holm-adjusted over 2 tasks) |
 | These tasks: smallest detectable change | 53.2 pts on every task (80% power) |

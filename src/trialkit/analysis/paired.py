@@ -128,7 +128,8 @@ class PairedComparison(Record):
     removed: list[str]
     """Tasks only the baseline planned (not in the statistics)."""
     left_out: list[LeftOut]
-    """Every task not in the gate's test and why: no decided trial in a run, added, removed."""
+    """Every task not in the gate's test and why, with its state in each run: no decided trial
+    in a run (`unknown in A, fail 0/3 in B`), or in one run only (`not in A, fail 0/3 in B`)."""
     new_failures: list[str]
     """Tasks the baseline passed and the candidate failed."""
     fixed: list[str]
@@ -235,12 +236,12 @@ def compare_pair(
         if not (ta.decided and tb.decided)
     ]
     left_out += [
-        LeftOut(id=t.id, reason=f"only in {label_b} (added)")
+        LeftOut(id=t.id, reason=f"not in {label_a}, {state(t)} in {label_b}")
         for t in b.tasks
         if t.id not in tasks_a
     ]
     left_out += [
-        LeftOut(id=t.id, reason=f"only in {label_a} (removed)")
+        LeftOut(id=t.id, reason=f"{state(t)} in {label_a}, not in {label_b}")
         for t in a.tasks
         if t.id not in tasks_b
     ]

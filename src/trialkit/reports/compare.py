@@ -117,7 +117,7 @@ def pair_rows(pair: PairedComparison) -> list[tuple[str, str]]:
     if pair.unknown_tasks:
         rows.append(("Unknown in either run", named(pair.unknown_tasks)))
     if pair.left_out:
-        shown = [f"{t.id}: {t.reason}" for t in pair.left_out]
+        shown = [f"{t.id} ({t.reason})" for t in pair.left_out]
         rows.append(("Not compared", f"{len(shown)}: {names(shown)}"))
     rows += [
         ("These tasks: exact stratified test (the gate)", _trial_test_text(pair)),
