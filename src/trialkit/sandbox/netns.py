@@ -220,6 +220,9 @@ def _helper(channel: socket.socket) -> None:  # pragma: no cover - runs in the f
             if op == "L":
                 listing = "\n".join(f"{a} {p}" for a, p in _listeners()[:_MAX_LISTENERS])
                 channel.send(listing.encode("ascii"))
+            elif op == "P":
+                address, _, port = rest.rpartition(" ")
+                channel.send(b"1" if _listened(address, int(port)) else b"0")
             elif op == "C":
                 address, _, port = rest.rpartition(" ")
                 service = _connected(address, int(port))
@@ -260,6 +263,25 @@ def _connected(address: str, port: int) -> socket.socket | bytes:
         sock.close()
         return f"E {exc.errno or 0}".encode()
     return sock
+
+
+def _listened(address: str, port: int) -> bool:
+    """Whether a service of this machine listens at loopback `address`:`port`, told in a few
+    microseconds (reading /proc/net/tcp can take tens of milliseconds): with SO_REUSEADDR,
+    binding the same address and port fails only while a socket listens there."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if not ip.is_loopback or port in _NEVER_BRIDGED or not 0 < port < 65536:
+        return False
+    with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 def _listeners() -> list[tuple[str, int]]:
@@ -319,6 +341,11 @@ class _Helper:
         pairs = (line.rpartition(" ") for line in listing.splitlines())
         return [(address, int(port)) for address, _, port in pairs if port.isdigit()]
 
+    def listens(self, address: str, port: int) -> bool:
+        with self.lock:
+            self.channel.send(f"P {address} {port}".encode("ascii"))
+            return self.channel.recv(8) == b"1"
+
     def connect(self, address: str, port: int) -> socket.socket | None:
         with self.lock:
             self.channel.send(f"C {address} {port}".encode("ascii"))
@@ -377,8 +404,7 @@ class _Bridge:
         if port in _NEVER_BRIDGED:
             return
         for address in _loopback_addresses(host):
-            pair = (address, port)
-            if pair not in self.listening and pair in self.helper.listeners():
+            if (address, port) not in self.listening and self.helper.listens(address, port):
                 self._listen(address, port)
 
     def _listen(self, address: str, port: int) -> bool:
