@@ -46,6 +46,10 @@ class Listeners:
         local = self._socket(socket.SOCK_STREAM, ("127.0.0.1", 0))
         self.local_port = local.getsockname()[1]
         self._serve(local, "local")
+        with socket.socket() as free:  # a port nothing listens on yet
+            free.bind(("127.0.0.1", 0))
+            self.late_port = free.getsockname()[1]
+        self.late_started = False
 
     def _socket(self, kind: int, address: tuple[str, int]) -> socket.socket:
         sock = socket.socket(socket.AF_INET, kind)
@@ -75,6 +79,11 @@ class Listeners:
                     return
                 with self.lock:
                     self.counts[name] += 1
+                    start_late = name == "local" and not self.late_started
+                    self.late_started = self.late_started or start_late
+                if start_late:  # the run is under way: its namespace was entered before
+                    late = self._socket(socket.SOCK_STREAM, ("127.0.0.1", self.late_port))
+                    self._serve(late, "local")
 
         threading.Thread(target=loop, daemon=True).start()
 
@@ -108,6 +117,7 @@ def main() -> None:
         **os.environ,
         "PROBE_TARGET": f"{OUTER_ADDRESS}:{listeners.port}",
         "PROBE_LOCAL": f"127.0.0.1:{listeners.local_port}",
+        "PROBE_LATE": f"127.0.0.1:{listeners.late_port}",
     }
     tasks = [arg for task in args.task for arg in ("--task", task)]
     if args.mode == "cli":

@@ -4,7 +4,8 @@ Each task's input names the way; the agent reports what it saw, and a task's gra
 the way was closed at the kernel (inside a loopback-only namespace). Ways the audit hook sees
 raise `OfflineRefused` in the agent and make the trial an error. Targets come from the
 environment: `PROBE_TARGET` (host:port outside, listened on for TCP and UDP) and `PROBE_LOCAL`
-(host:port of a TCP service on the outer namespace's loopback).
+(host:port of a TCP service on the outer namespace's loopback) and `PROBE_LATE` (another,
+listening only once `PROBE_LOCAL` was reached).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from trialkit import Suite, Task, graders
 HOST, _, PORT_TEXT = os.environ.get("PROBE_TARGET", "198.18.0.1:9").rpartition(":")
 PORT = int(PORT_TEXT)
 LOCAL_HOST, _, LOCAL_PORT = os.environ.get("PROBE_LOCAL", "127.0.0.1:9").rpartition(":")
+LATE_HOST, _, LATE_PORT = os.environ.get("PROBE_LATE", "127.0.0.1:9").rpartition(":")
 BANNER = "hello from the loopback service"
 CHILD_S = "5"  # a child's own time limit, so no step here can hang
 
@@ -148,12 +150,20 @@ def no_route() -> str:
 
 
 def loopback_python() -> str:
-    with socket.create_connection((LOCAL_HOST, int(LOCAL_PORT)), timeout=5) as sock:
+    return _ask(LOCAL_HOST, int(LOCAL_PORT))
+
+
+def _ask(host: str, port: int) -> str:
+    with socket.create_connection((host, port), timeout=5) as sock:
         sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
         answer = b""
         while chunk := sock.recv(4096):  # the service closes once it has answered
             answer += chunk
         return answer.decode()
+
+
+def late_python() -> str:
+    return _ask(LATE_HOST, int(LATE_PORT))
 
 
 def loopback_curl() -> str:
@@ -204,6 +214,7 @@ WAYS: dict[str, Callable[[], str]] = {
         no_route,
         loopback_python,
         loopback_curl,
+        late_python,
         asks_thread,
         bystander,
     )
@@ -216,9 +227,14 @@ CLOSED_AT_THE_KERNEL = {
     "ctypes_connect": "errno 101",
     "dns_child": "getent exit 2",
     "no_route": "interfaces: lo; routes: 0",
-    "loopback_python": BANNER,
-    "loopback_curl": BANNER,
 }
+"""Ways out a trialkit namespace closes, and what the agent then sees."""
+REACHABLE = {"loopback_python": BANNER, "loopback_curl": BANNER, "late_python": BANNER}
+"""This machine's loopback services, reached through the bridge (`late_python`: a service
+that starts listening once the run is under way, so after the namespace was entered)."""
+
+
+EXPECTED = {**CLOSED_AT_THE_KERNEL, **REACHABLE}
 
 
 def agent(way: str) -> str:
@@ -231,7 +247,6 @@ suite = Suite(
     trials=1,
     timeout=60,
     tasks=[
-        Task(id=way, input=way, graders=[graders.contains(CLOSED_AT_THE_KERNEL.get(way, ""))])
-        for way in WAYS
+        Task(id=way, input=way, graders=[graders.contains(EXPECTED.get(way, ""))]) for way in WAYS
     ],
 )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.sandbox.outside import run_outside
-from tests.sandbox.probe_suite import CLOSED_AT_THE_KERNEL
+from tests.sandbox.probe_suite import CLOSED_AT_THE_KERNEL, REACHABLE
 
 REFUSED = {
     "udp_sendto": "a datagram sent to 198.18.0.1:",
@@ -57,7 +57,7 @@ def tasks(*ways: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def confined(tmp_path_factory: pytest.TempPathFactory) -> Probe:
-    ways = [*REFUSED, *CLOSED_AT_THE_KERNEL]
+    ways = [*REFUSED, *CLOSED_AT_THE_KERNEL, *REACHABLE]
     return Probe(tmp_path_factory.mktemp("cli"), "cli", *tasks(*ways))
 
 
@@ -75,10 +75,17 @@ def test_a_way_the_process_cannot_see_is_closed_at_the_kernel(confined: Probe, w
     assert CLOSED_AT_THE_KERNEL[way] in trial["output"]
 
 
+@pytest.mark.parametrize("way", list(REACHABLE))
+def test_the_machines_loopback_services_stay_reachable(confined: Probe, way: str) -> None:
+    trial = confined.trials[way]
+    assert trial["verdict"] == "pass", trial
+    assert REACHABLE[way] in trial["output"]
+
+
 def test_nothing_reached_the_listeners_outside(confined: Probe) -> None:
     summary = confined.summary
     assert (summary["tcp"], summary["udp"], summary["dns"]) == (0, 0, 0), summary
-    assert summary["local"] >= 2  # the loopback service was reached, through the bridge
+    assert summary["local"] == 3  # the loopback services, through the bridge
 
 
 def test_the_stored_run_says_it_was_confined_and_nothing_is_printed(confined: Probe) -> None:
