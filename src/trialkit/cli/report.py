@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,9 @@ def report_command(
         if fmt == "csv":  # one row per trial, streamed from the store
             write_csv_file(store, run_id, output)
             return
+        if fmt == "json":  # task by task, streamed from the store
+            write_json_file(store, run_id, output)
+            return
         report = store.load_report(run_id)
     if fmt == "table":
         from trialkit.reports import render_terminal
@@ -53,7 +59,6 @@ def report_command(
     else:
         text = {
             "md": report.to_markdown,
-            "json": report.to_json,
             "junit": lambda: report.to_junit(
                 capability_failures=junit_capability, locations=junit_locations
             ),
@@ -76,3 +81,29 @@ def write_csv_file(store: Any, run_id: str, output: str | None) -> None:
             write_csv(store, run_id, out)
     except OSError as exc:
         fail(f"{output}: cannot write the CSV: {exc.strerror or exc}")
+
+
+def write_json_file(store: Any, run_id: str, output: str | None) -> None:
+    """The run's JSON report, written as it is read from the store, to `output` (a file,
+    replaced only once the report is whole; standard output when None)."""
+    from trialkit.reports.json import write_json_report
+
+    if output is None:
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+            write_json_report(store, run_id, spool)
+            spool.seek(0)
+            shutil.copyfileobj(spool, sys.stdout)
+        sys.stdout.flush()
+        return
+    target = Path(output)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with partial.open("w", encoding="utf-8") as out:
+                write_json_report(store, run_id, out)
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+    except OSError as exc:
+        fail(f"{output}: cannot write the report: {exc.strerror or exc}")

@@ -441,17 +441,15 @@ def run_command(
     if resume_ref is None:
         runner.check(suite)  # a run that cannot work is exit 2 before anything is stored
     runner.store = store = open_store(store_url, create=resume_ref is None)
-    try:
-        resume = store.resolve_run(resume_ref) if resume_ref is not None else None
-        rerun = store.resolve_run(rerun_ref) if rerun_ref is not None else None
-        baseline = (
-            load_baseline(baseline_ref, store, suite, fail_on_regression)
-            if baseline_ref is not None
-            else None
-        )
-    except BaseException:
-        store.close()
-        raise
+    # Open until the command ends: the JSON and CSV reports are read from it after the run.
+    click.get_current_context().call_on_close(store.close)
+    resume = store.resolve_run(resume_ref) if resume_ref is not None else None
+    rerun = store.resolve_run(rerun_ref) if rerun_ref is not None else None
+    baseline = (
+        load_baseline(baseline_ref, store, suite, fail_on_regression)
+        if baseline_ref is not None
+        else None
+    )
     try:
         report = run_blocking(
             functools.partial(
@@ -476,13 +474,14 @@ def run_command(
             f"{exc.reason}; {exc.stored} finished {trials} stored, `{again}` continues",
             code=EXIT_RUN_FAILED,
         )
-    finally:
-        store.close()
 
     if not quiet:
         render_terminal(report, console)
     comparison = compare_with(baseline, report) if baseline is not None else None
-    _write(json_path, report.to_json)
+    if json_path is not None:  # streamed from the store, a task at a time
+        from trialkit.cli.report import write_json_file
+
+        write_json_file(store, report.run.id, json_path)
     if markdown_path is not None:
         from trialkit.reports.github import render_job_summary
 
@@ -504,8 +503,7 @@ def run_command(
     if csv_path is not None:
         from trialkit.cli.report import write_csv_file
 
-        with open_store(store_url) as store:
-            write_csv_file(store, report.run.id, csv_path)
+        write_csv_file(store, report.run.id, csv_path)
     gate = report.gate()  # the thresholds this run was started with
     for problem in runner.export_errors:
         click.echo(f"export failed: {problem}", err=True)

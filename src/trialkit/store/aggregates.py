@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -389,18 +389,29 @@ def _listed(
     conn: Connection, run_id: str, tasks: set[str], max_results: int
 ) -> dict[str, list[TrialResult]]:
     """Per task of `tasks`: its first `max_results` non-passing trials, by trial number."""
-    if max_results <= 0:
+    found = _listed_rows(conn, run_id, tasks, max_results)
+    return {task: [rows.trial_result(row, run_id) for row in got] for task, got in found.items()}
+
+
+def _listed_rows(
+    conn: Connection, run_id: str, tasks: set[str], max_results: int
+) -> dict[str, list[rows.StoredRow]]:
+    """The rows of `_listed`, by trial number."""
+    if max_results <= 0 or not tasks:
         return {}
-    # Their numbers first, from the covering index, for the whole run at once.
+    # Their numbers first, from the covering index: for the whole run at once, or for a few
+    # tasks (a batch of a streamed report) by their ids.
     not_passed = select(trials.c.task_id, trials.c.idx).where(
         trials.c.run_id == run_id, trials.c.verdict.in_(_NOT_PASSED)
     )
+    if len(tasks) <= _TASKS_PER_QUERY:
+        not_passed = not_passed.where(trials.c.task_id.in_(sorted(tasks)))
     numbers: dict[str, list[int]] = {}
     for task_id, idx in conn.execute(not_passed):
         if task_id in tasks:
             numbers.setdefault(task_id, []).append(idx)
     wanted = [(task, heapq.nsmallest(max_results, keys)) for task, keys in numbers.items()]
-    found: dict[str, list[TrialResult]] = {}
+    found: dict[str, list[rows.StoredRow]] = {}
     columns = _result_columns()
     for start in range(0, len(wanted), _TASKS_PER_UNION):
         chunk = wanted[start : start + _TASKS_PER_UNION]
@@ -412,41 +423,67 @@ def _listed(
                 for task, keys in chunk
             )
         )
-        found |= _results(conn, query, run_id)
-    for results in found.values():
-        results.sort(key=lambda r: r.trial)
+        for row in conn.execute(query):
+            found.setdefault(row.task_id, []).append(row)
+    for got in found.values():
+        got.sort(key=_trial_number)
     return found
 
 
 def with_listed(conn: Connection, kept: Report, max_results: int) -> Report | None:
     """`kept` (a report made with `max_results=0`, see `kept_reports`) with the trials each
-    task lists at `max_results`, as `load_report` picks them: every trial of a task of at
-    most `max_results`, else its first `max_results` non-passing ones. Only those trials
-    are read: the figures are the kept ones. `None` when a listed trial's row cannot be read
-    (changed behind trialkit's back since the report was kept): the figures kept would not
-    count it as the error it is now."""
-    run_id = kept.run.id
-    small = [t.id for t in kept.tasks if 0 < t.trials <= max_results]
-    big = {t.id for t in kept.tasks if t.trials > max_results}
-    found: dict[str, list[TrialResult]] = {}
-    for start in range(0, len(small), _TASKS_PER_QUERY):
-        chunk = small[start : start + _TASKS_PER_QUERY]
-        query = _result_columns().where(trials.c.run_id == run_id, trials.c.task_id.in_(chunk))
-        found |= _results(conn, query, run_id)
-    found |= _listed(conn, run_id, big, max_results)
-    if any(r.error is not None and r.error.type == rows.STORED_ROW_ERROR for r in _all(found)):
+    task lists at `max_results`, as `load_report` picks them (`listed_results`). Only those
+    trials are read: the figures are the kept ones. `None` when a listed trial's row cannot
+    be read (changed behind trialkit's back since the report was kept): the figures kept
+    would not count it as the error it is now."""
+    found = listed_results(conn, kept.run.id, {t.id: t.trials for t in kept.tasks}, max_results)
+    if found is None:
         return None
     tasks = []
     for task in kept.tasks:
-        listed = sorted(found.get(task.id, []), key=lambda r: r.trial)[:max_results]
+        listed = found.get(task.id, [])
         update = {"results": listed, "results_omitted": task.trials - len(listed)}
         tasks.append(task.model_copy(update=update))
     return kept.model_copy(update={"tasks": tasks})
 
 
-def _all(found: dict[str, list[TrialResult]]) -> Iterator[TrialResult]:
+def listed_results(
+    conn: Connection, run_id: str, tasks: Mapping[str, int], max_results: int
+) -> dict[str, list[TrialResult]] | None:
+    """The trials a report lists for each of `tasks` (task id: its trial count), by trial
+    number (`listed_rows`). `None` when the row of one cannot be read (`rows.unreadable_row`)."""
+    found = {
+        task: [rows.trial_result(row, run_id) for row in got]
+        for task, got in listed_rows(conn, run_id, tasks, max_results).items()
+    }
     for results in found.values():
-        yield from results
+        if any(r.error is not None and r.error.type == rows.STORED_ROW_ERROR for r in results):
+            return None
+    return found
+
+
+def listed_rows(
+    conn: Connection, run_id: str, tasks: Mapping[str, int], max_results: int
+) -> dict[str, list[rows.StoredRow]]:
+    """The rows (`_result_columns`) of the trials a report lists for each of `tasks` (task
+    id: its trial count), by trial number: every trial of a task of at most `max_results`,
+    else its first `max_results` non-passing ones."""
+    small = [task for task, n in tasks.items() if 0 < n <= max_results]
+    big = {task for task, n in tasks.items() if n > max_results}
+    found: dict[str, list[rows.StoredRow]] = {}
+    for start in range(0, len(small), _TASKS_PER_QUERY):
+        chunk = small[start : start + _TASKS_PER_QUERY]
+        query = _result_columns().where(trials.c.run_id == run_id, trials.c.task_id.in_(chunk))
+        for row in conn.execute(query):
+            found.setdefault(row.task_id, []).append(row)
+    found |= _listed_rows(conn, run_id, big, max_results)
+    return {task: sorted(got, key=_trial_number)[:max_results] for task, got in found.items()}
+
+
+def _trial_number(row: rows.StoredRow) -> int:
+    """A row's trial number to sort by (one that is none, changed behind trialkit's back,
+    first)."""
+    return row.idx if isinstance(row.idx, int) else -1
 
 
 def _results(
