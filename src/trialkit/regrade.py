@@ -31,6 +31,7 @@ from trialkit._record import ErrorInfo
 from trialkit._sync import run_blocking
 from trialkit._writer import TrialWriter
 from trialkit.capture.calls import flush_held
+from trialkit.capture.scope import offline_config
 from trialkit.graders.base import GradeContext, Grader, trial_verdict
 from trialkit.graders.human import human
 from trialkit.models.context import ModelSettings, calls_as, use_settings
@@ -344,7 +345,7 @@ async def _stream(store: Store, run_id: str, buffer: int) -> AsyncIterator[Any]:
 
 def _cache_config(settings: ModelSettings) -> dict[str, Any]:
     """The regrade's cassette, as a run records its own."""
-    network = {"capture": settings.capture, "offline": settings.offline}
+    network = {"capture": settings.capture, **offline_config(settings.offline)}
     cassette = settings.cassette
     if cassette is None:
         return {"mode": "live", **network}

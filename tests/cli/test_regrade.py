@@ -284,7 +284,9 @@ def test_judges_record_then_replay_from_the_cassette_offline(
     assert [s[0]["value"] for s in scores] == [1.0, 1.0]
     calls_made = [t["transcript"]["model_calls"] for t in trials_of(Path(store), replayed)]
     assert [[c["replayed"] for c in made] for made in calls_made] == [[True], [True]]
-    assert config_of(Path(store), replayed)["cache"]["mode"] == "replay"
+    config = config_of(Path(store), replayed)["cache"]
+    assert config["mode"] == "replay" and config["offline_confined"] is False
+    assert config["offline_note"] == err.strip().removeprefix("--offline: ")
 
     # Replay is strict: an empty cassette answers nothing, and the judge's score errors.
     empty = tmp_path / "empty"
