@@ -335,21 +335,30 @@ class _Helper:
         self.lock = threading.Lock()
 
     def listeners(self) -> list[tuple[str, int]]:
-        with self.lock:
-            self.channel.send(b"L")
-            listing = self.channel.recv(1 << 20).decode("ascii")
+        try:
+            with self.lock:
+                self.channel.send(b"L")
+                listing = self.channel.recv(1 << 20).decode("ascii")
+        except OSError:
+            return []
         pairs = (line.rpartition(" ") for line in listing.splitlines())
         return [(address, int(port)) for address, _, port in pairs if port.isdigit()]
 
     def listens(self, address: str, port: int) -> bool:
-        with self.lock:
-            self.channel.send(f"P {address} {port}".encode("ascii"))
-            return self.channel.recv(8) == b"1"
+        try:
+            with self.lock:
+                self.channel.send(f"P {address} {port}".encode("ascii"))
+                return self.channel.recv(8) == b"1"
+        except OSError:  # the helper is gone (killed with the command): nothing is bridged
+            return False
 
     def connect(self, address: str, port: int) -> socket.socket | None:
-        with self.lock:
-            self.channel.send(f"C {address} {port}".encode("ascii"))
-            message, fds, _, _ = socket.recv_fds(self.channel, 64, 1)
+        try:
+            with self.lock:
+                self.channel.send(f"C {address} {port}".encode("ascii"))
+                message, fds, _, _ = socket.recv_fds(self.channel, 64, 1)
+        except OSError:
+            return None
         if message[:1] != b"K" or not fds:
             for fd in fds:
                 os.close(fd)
