@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 import pytest
 
 from trialkit.cli._offline import _needs_network
-from trialkit.sandbox.netns import _decode, _reachable
+from trialkit.sandbox._host import _decode, _diag_listening, _proc_listening, _reachable
+
+
+def test_sock_diag_and_proc_net_tcp_list_the_same_listeners() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as v4, socket.socket(socket.AF_INET6) as v6:
+        v6.bind(("::1", 0))
+        v6.listen()
+        mine = {
+            (ipaddress.ip_address("127.0.0.1"), v4.getsockname()[1]),
+            (ipaddress.ip_address("::1"), v6.getsockname()[1]),
+        }
+        assert mine <= set(_diag_listening())
+        assert mine <= set(_proc_listening())
+    assert not mine & set(_diag_listening())  # closed: listening no more
 
 
 def test_proc_net_addresses_are_read_in_host_byte_order() -> None:

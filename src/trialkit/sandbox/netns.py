@@ -33,7 +33,6 @@ import fcntl
 import ipaddress
 import os
 import selectors
-import signal
 import socket
 import struct
 import sys
@@ -41,6 +40,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from trialkit.sandbox._host import NEVER_BRIDGED, serve
 
 __all__ = [
     "Namespace",
@@ -54,10 +55,6 @@ __all__ = [
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
-_NEVER_BRIDGED = frozenset({53})
-"""DNS: a resolver on loopback forwards lookups off the machine."""
-_CONNECT_TIMEOUT_S = 5.0
-_MAX_LISTENERS = 512
 
 
 class Unavailable(Exception):
@@ -124,7 +121,7 @@ def _enter() -> Namespace:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the helper, outside the namespace
         ours.close()
-        _helper(theirs)
+        serve(theirs)
     theirs.close()
     helper = _Helper(ours, pid)
     try:
@@ -196,134 +193,6 @@ def _loopback_up() -> None:
         request = struct.pack("16sH22x", b"lo", 0)
         flags = struct.unpack("16sH22x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
         fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
-
-
-# -- the helper: outside the namespace, connects to this machine's loopback ------------------
-
-
-def _helper(channel: socket.socket) -> None:  # pragma: no cover - runs in the forked helper
-    code = 0
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the command, not for it
-        _die_with_parent()
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):  # never hold the command's pipes open
-            os.dup2(devnull, fd)
-        keep = channel.fileno()
-        os.closerange(3, keep)
-        os.closerange(keep + 1, 1 << 16)
-        while True:
-            request = channel.recv(1024)
-            if not request:
-                break
-            op, _, rest = request.decode("ascii", "replace").partition(" ")
-            if op == "L":
-                listing = "\n".join(f"{a} {p}" for a, p in _listeners()[:_MAX_LISTENERS])
-                channel.send(listing.encode("ascii"))
-            elif op == "P":
-                address, _, port = rest.rpartition(" ")
-                channel.send(b"1" if _listened(address, int(port)) else b"0")
-            elif op == "C":
-                address, _, port = rest.rpartition(" ")
-                service = _connected(address, int(port))
-                if isinstance(service, bytes):
-                    channel.send(service)
-                    continue
-                with service:
-                    socket.send_fds(channel, [b"K"], [service.fileno()])
-    except BaseException:
-        code = 1
-    finally:
-        os._exit(code)
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the forked helper
-    parent = os.getppid()
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(0)
-
-
-def _connected(address: str, port: int) -> socket.socket | bytes:
-    """A socket connected to `address`:`port` of this machine, or why there is none."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return b"E invalid address"
-    if not ip.is_loopback or port in _NEVER_BRIDGED or not 0 < port < 65536:
-        return b"E not a loopback service"
-    sock = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET)
-    try:
-        sock.settimeout(_CONNECT_TIMEOUT_S)
-        sock.connect((address, port))
-    except OSError as exc:
-        sock.close()
-        return f"E {exc.errno or 0}".encode()
-    return sock
-
-
-def _listened(address: str, port: int) -> bool:
-    """Whether a service of this machine listens at loopback `address`:`port`, told in a few
-    microseconds (reading /proc/net/tcp can take tens of milliseconds): with SO_REUSEADDR,
-    binding the same address and port fails only while a socket listens there."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    if not ip.is_loopback or port in _NEVER_BRIDGED or not 0 < port < 65536:
-        return False
-    with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((address, port))
-        except OSError as exc:
-            return exc.errno == errno.EADDRINUSE
-    return False
-
-
-def _listeners() -> list[tuple[str, int]]:
-    """The loopback (address, port) pairs at which TCP services of this machine listen, from
-    /proc/net/tcp{,6}: a service on a wildcard address is reached at 127.0.0.1 or ::1."""
-    found: dict[tuple[str, int], None] = {}
-    for name, version in (("tcp", 4), ("tcp6", 6)):
-        try:
-            with open(f"/proc/net/{name}", encoding="ascii") as table:
-                rows = table.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            if len(fields) < 4 or fields[3] != "0A":  # LISTEN
-                continue
-            hex_address, _, hex_port = fields[1].partition(":")
-            port = int(hex_port, 16)
-            if port in _NEVER_BRIDGED:
-                continue
-            for address in _reachable(_decode(hex_address, version)):
-                found[(address, port)] = None
-    return list(found)
-
-
-def _decode(hex_address: str, version: int) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    raw = bytes.fromhex(hex_address)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))  # host byte order
-    if version == 4:
-        return ipaddress.IPv4Address(words)
-    return ipaddress.IPv6Address(words)
-
-
-def _reachable(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[str]:
-    """The loopback addresses at which a service listening on `address` is reached."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address.is_loopback:
-        return [str(address)]
-    if address.is_unspecified:
-        return ["127.0.0.1"] if address.version == 4 else ["::1", "127.0.0.1"]
-    return []
 
 
 class _Helper:
@@ -410,7 +279,7 @@ class _Bridge:
         if not (isinstance(target, tuple) and len(target) >= 2 and isinstance(target[1], int)):
             return
         host, port = target[0], target[1]
-        if port in _NEVER_BRIDGED:
+        if port in NEVER_BRIDGED:
             return
         for address in _loopback_addresses(host):
             if (address, port) not in self.listening and self.helper.listens(address, port):
