@@ -32,7 +32,7 @@ def test_one_stored_run_per_suite_with_every_trial(capitals: pytest.Pytester) ->
     result.stdout.fnmatch_lines(
         [
             f"suite capitals (regression), run {run_id}",
-            "  1/3 tasks passed, pass rate 83.3% (95% CI 43.6%-97.0%) over 9 trials, pass@1 0.83, "
+            "  1/3 tasks passed, pass rate 83.3% (95% CI 0.0%-100.0%) over 9 trials, pass@1 0.83, "
             "pass@3 1.00, pass^3 0.50, 3 errors, cost n/a",
             f"  see it: trialkit report {run_id} --store {default_store(capitals)}",
         ]
