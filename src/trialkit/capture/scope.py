@@ -260,7 +260,7 @@ def offline_coverage() -> tuple[bool, str]:
 _guarded = False
 _RAW_FAMILIES = frozenset({socket.AF_INET, socket.AF_INET6})
 _LOCAL_FAMILIES = frozenset(
-    f for f in (socket.AF_UNIX, getattr(socket, "AF_NETLINK", None)) if f is not None
+    f for f in (getattr(socket, "AF_UNIX", None), getattr(socket, "AF_NETLINK", None)) if f
 )
 _PACKET = getattr(socket, "AF_PACKET", None)
 
@@ -451,4 +451,5 @@ def _renew_lock() -> None:
     _flight_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_renew_lock)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_renew_lock)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import ipaddress
 import os
 import selectors
@@ -189,6 +188,8 @@ def _write(path: str, text: str) -> None:
 
 
 def _loopback_up() -> None:
+    import fcntl
+
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         request = struct.pack("16sH22x", b"lo", 0)
         flags = struct.unpack("16sH22x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
