@@ -82,6 +82,59 @@ def test_a_foreign_thread_is_refused_between_trials_and_the_run_says_so() -> Non
     assert seen["after-the-run"] == "connected"  # no --offline run any more
 
 
+BETWEEN_TRIALS = textwrap.dedent(
+    f"""
+    import json, queue, socket, threading
+    import anyio
+    from trialkit import Suite, Task, graders
+    from trialkit.exporters.base import Exporter
+    from trialkit.runner import Runner
+
+    jobs = queue.Queue()
+
+    def connect_for_whoever_asks():
+        while True:
+            answer = jobs.get()
+            try:
+                socket.create_connection(("{OUTER_ADDRESS}", 9), timeout=3).close()
+                answer.put("connected")
+            except OSError as exc:
+                answer.put(str(exc))
+
+    threading.Thread(target=connect_for_whoever_asks, name="pre-started", daemon=True).start()
+
+    class AsksAfterEachTrial(Exporter):  # the trial is over: none is in flight now
+        def __init__(self):
+            self.answers = []
+
+        def on_trial(self, trial):
+            answer = queue.Queue()
+            jobs.put(answer)
+            self.answers.append(answer.get(timeout=10))
+
+    suite = Suite(id="between", harness=lambda prompt: prompt, trials=1,
+                  tasks=[Task(id="a", input="a", graders=[graders.contains("a")])])
+    exporter = AsksAfterEachTrial()
+    runner = Runner(offline=True, concurrency=1, exporters=[exporter])
+    report = anyio.run(runner.run, suite)
+    print(json.dumps({{"answers": exporter.answers, "notices": runner.notices,
+                      "cache": report.run.config["cache"],
+                      "verdicts": [t.verdict for t in report.tasks]}}))
+    """
+)
+
+
+def test_a_refusal_while_no_trial_runs_is_a_run_notice_and_in_the_stored_run() -> None:
+    done = run_outside([sys.executable, "-c", BETWEEN_TRIALS])
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    (answer,) = result["answers"]
+    assert "from thread 'pre-started', which belongs to no trial" in answer
+    assert result["notices"] == [answer]
+    assert result["cache"]["offline_refused"] == [answer]
+    assert result["verdicts"] == ["pass"]  # the trial had ended: it is not blamed
+
+
 @pytest.fixture
 def hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     hosts = tmp_path / "hosts"
