@@ -44,6 +44,8 @@ from trialkit.report import (
     TaskPlan,
     tallied_report,
 )
+from trialkit.retries import CONFIG_KEY as RETRIED_KEY
+from trialkit.retries import record_retries, retried_of
 from trialkit.run_trial import PlannedTask, TrialRunner, model_name
 from trialkit.score import Verdict
 from trialkit.settings import RunSettings
@@ -433,8 +435,8 @@ class Runner:
         planned = [q for q in planned if q.task.id in {p.id for p in stored_plans}]
         harness = self.harness_for(suite, planned)
         done = await anyio.to_thread.run_sync(stored_verdicts, store, run_id)
-        if retry_errors:
-            done = {key: v for key, v in done.items() if v is not Verdict.ERROR}
+        retried = {key for key, v in done.items() if v is Verdict.ERROR} if retry_errors else set()
+        done = {key: v for key, v in done.items() if key not in retried}
         todo = self._schedule(suite, planned, done)
         run.status = "running"
         run.finished_at = None
@@ -443,6 +445,8 @@ class Runner:
         run.config.pop("stop_reason", None)
         await anyio.to_thread.run_sync(store.finish_run, run)
         await self._execute(suite, harness, run, suite_info, todo, {}, stored_before=len(done))
+        if retried or retried_of(run.config):
+            await anyio.to_thread.run_sync(_record_retries, store, run, retried)
         return await anyio.to_thread.run_sync(store.load_report, run.id)
 
     async def _execute(
@@ -636,6 +640,17 @@ class Runner:
         workers = min(self.workers, total, self.concurrency)  # each runs at least one trial
         async with open_pool(suite, self, run.id, workers=workers, concurrency=share) as pool:
             yield pool.run
+
+
+def _record_retries(store: Store, run: RunInfo, retried: set[tuple[str, int]]) -> None:
+    """Keep in the run which trials were run again after an error, and the first-attempt
+    figures (`trialkit.retries`)."""
+    from trialkit.store.resume import stored_verdicts
+
+    value = record_retries(retried_of(run.config), retried, stored_verdicts(store, run.id))
+    if value is not None:
+        run.config[RETRIED_KEY] = value
+        store.finish_run(run)
 
 
 def _machinery_failure(exc: BaseException) -> Exception | None:

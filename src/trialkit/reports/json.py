@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from trialkit.report import REPORT_SCHEMA_VERSION, Report
 from trialkit.reports._gate import calls_json, gate_json
+from trialkit.retries import summary_fields
 from trialkit.secrets import held, redact
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def _write_parts(
         "suite": head["suite"],
         "gate": gate_json(gate_report.gate()),
         "model_calls": calls_json(gate_report),
-        "summary": head["summary"],
+        "summary": {**head["summary"], **summary_fields(head["run"]["config"])},
     }
     members = [f"{encode_basestring(k)}: {encode(v, _ITEM, finite=True)}" for k, v in shown.items()]
     out.write(_piece("{\n" + _ITEM + f",\n{_ITEM}".join(members) + f',\n{_ITEM}"tasks": '))
@@ -214,6 +215,8 @@ def _with_verdict(data: dict[str, Any], report: Report) -> dict[str, Any]:
         if key == "suite":
             shown["gate"] = gate_json(report.gate())
             shown["model_calls"] = calls_json(report)
+    if "summary" in shown:
+        shown["summary"] = {**shown["summary"], **summary_fields(report.run.config)}
     return shown
 
 

@@ -13,6 +13,7 @@ from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._budget import STEP_SUMMARY_LIMIT, Part, Row, Section, fit
 from trialkit.reports._gate import calls_text, gate_headline
+from trialkit.retries import retry_note
 from trialkit.score import Assertion, Verdict
 from trialkit.task import SuiteKind
 
@@ -133,6 +134,9 @@ def _summary_table(report: Report) -> list[str]:
     note = f.pass_k_note(report)
     if note:
         lines += ["", f"_{inline(note)}_"]
+    retried = retry_note(report.run.config)
+    if retried:
+        lines += ["", f"**Retried trials:** {inline(retried)}"]
     return lines
 
 

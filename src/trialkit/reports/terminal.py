@@ -14,6 +14,7 @@ from rich.text import Text
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._table import Column, print_figures, print_line, print_table
+from trialkit.retries import retry_note
 from trialkit.score import Assertion, Verdict
 
 OUTPUT_EXCERPT_CHARS = 400
@@ -71,6 +72,9 @@ def render_terminal(report: Report, console: Console, *, details: bool = True) -
     note = f.pass_k_note(report)
     if note:
         print_line(console, _plain(note, style="dim"))
+    retried = retry_note(report.run.config)
+    if retried:
+        print_line(console, _plain(retried, style="yellow"))
 
 
 def _plain(text: str, style: str = "") -> Text:
