@@ -110,25 +110,27 @@ async def read_body(
         writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
     parts: list[bytes] = []
     size = 0
-    try:
-        async with asyncio.timeout(limits.body_timeout_s):
-            while True:
-                event = conn.next_event()
-                if event is h11.NEED_DATA:
-                    conn.receive_data(await reader.read(READ_SIZE))
-                elif isinstance(event, h11.Data):
-                    size += len(event.data)
-                    if size > limits.max_body_bytes:
-                        raise Refusal(413, _too_large(limits))
-                    parts.append(bytes(event.data))
-                elif isinstance(event, h11.EndOfMessage):
-                    return b"".join(parts)
-                else:
-                    raise ConnectionError("the client closed the connection mid-request")
-    except TimeoutError:
-        raise Refusal(
-            408, f"the request's body did not arrive within {limits.body_timeout_s:g} s"
-        ) from None
+    deadline = asyncio.get_running_loop().time() + limits.body_timeout_s
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:  # timed only when it waits: most bodies came with the head
+            try:
+                async with asyncio.timeout_at(deadline):
+                    data = await reader.read(READ_SIZE)
+            except TimeoutError:
+                raise Refusal(
+                    408, f"the request's body did not arrive within {limits.body_timeout_s:g} s"
+                ) from None
+            conn.receive_data(data)
+        elif isinstance(event, h11.Data):
+            size += len(event.data)
+            if size > limits.max_body_bytes:
+                raise Refusal(413, _too_large(limits))
+            parts.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return b"".join(parts)
+        else:
+            raise ConnectionError("the client closed the connection mid-request")
 
 
 def _too_large(limits: ProxyLimits) -> str:
@@ -151,12 +153,17 @@ def decompressed(body: bytes, encoding: str, limit: int) -> bytes:
     a coding the proxy does not read or a body that is not what its coding says."""
     codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
     for coding in reversed(codings):
-        if coding == "identity":
-            continue
-        body = _decode(body, coding, limit)
-        if len(body) > limit:
-            raise Refusal(413, f"the request body is over {limit:,} bytes uncompressed")
+        if coding != "identity":
+            body = _decode(body, coding, limit)
     return body
+
+
+_PIECE = 1 << 20
+"""Decompressed a piece at a time: one call for the whole output would hold it twice."""
+
+
+def _over(limit: int) -> Refusal:
+    return Refusal(413, f"the request body is over {limit:,} bytes uncompressed")
 
 
 def _decode(body: bytes, coding: str, limit: int) -> bytes:
@@ -181,21 +188,26 @@ def _decode(body: bytes, coding: str, limit: int) -> bytes:
 
 def _inflate(body: bytes, limit: int, *, wbits: int, members: bool = False) -> bytes:
     """zlib, raw deflate or gzip (every member of it: a body may be several, one after
-    another), stopping once past `limit`."""
+    another), a piece of at most 1 MiB at a time, stopping once past `limit`."""
     out: list[bytes] = []
     size = 0
     while True:
         inflater = zlib.decompressobj(wbits)
-        out.append(inflater.decompress(body, limit + 1 - size))  # never 0: that is no limit
-        size += len(out[-1])
-        if size > limit:
-            break
+        pending = body
+        while not inflater.eof:
+            piece = inflater.decompress(pending, _PIECE)
+            pending = inflater.unconsumed_tail
+            if not (piece or pending):
+                break  # all read, nothing more out: it ends early
+            size += len(piece)
+            if size > limit:
+                raise _over(limit)
+            out.append(piece)
         if not inflater.eof:
             raise ValueError("the compressed stream ends early")
         body = inflater.unused_data
         if not (members and body):
-            break
-    return b"".join(out)
+            return b"".join(out)
 
 
 def _zstd(body: bytes, limit: int) -> bytes:
@@ -209,12 +221,12 @@ def _zstd(body: bytes, limit: int) -> bytes:
     out: list[bytes] = []  # every frame: a body may be several
     size = 0
     while size <= limit:
-        piece = reader.read(min(1 << 20, limit + 1 - size))
+        piece = reader.read(min(_PIECE, limit + 1 - size))
         if not piece:
-            break
+            return b"".join(out)
         out.append(piece)
         size += len(piece)
-    return b"".join(out)
+    raise _over(limit)
 
 
 def _brotli(body: bytes, limit: int) -> bytes:
@@ -238,6 +250,8 @@ def _brotli(body: bytes, limit: int) -> bytes:
             raise ValueError("the compressed stream ends early")
         out.append(piece)
         size += len(piece)
+    if size > limit:
+        raise _over(limit)
     return b"".join(out)
 
 
