@@ -69,8 +69,10 @@ def stats_command(directory: Path, as_json: bool, debug: bool) -> None:
 def verify_command(directory: Path, debug: bool) -> None:
     """Check every recording in DIR; print `path: problem` lines, exit 1 if any.
 
-    A recording must be readable JSON of this schema version, unedited (its key is the hash of
-    its request), with valid responses and no secrets.
+    A recording must be a regular file of at most 256 MiB, readable JSON of this schema
+    version, unedited (its key is the hash of its request), with valid responses and no
+    secrets. Each captured call's answer must be fit to replay (a stream with its final event,
+    fields of their types): one `path: trial T occurrence O: problem` line per one that is not.
     """
     with _cassette_errors():
         problems = verify_cassette(directory)
