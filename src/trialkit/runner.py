@@ -24,6 +24,10 @@ from trialkit._sync import run_blocking
 from trialkit._writer import TrialWriter
 from trialkit.adaptive import Adaptive, AdaptiveQueue
 from trialkit.capture.scope import offline_config, offline_run
+from trialkit.consistency import CONFIG_KEY as CONSISTENCY_KEY
+from trialkit.consistency import ConsistencyTally
+from trialkit.consistency import from_config as consistency_of_config
+from trialkit.consistency import to_config as consistency_config
 from trialkit.environments.base import NO_ENVIRONMENT
 from trialkit.graders.base import as_grader
 from trialkit.graders.human import with_review
@@ -493,6 +497,7 @@ class Runner:
             self.progress.start(total)
         trial_runner = self.trial_runner(run.id, suite, harness)
         budget = Budget(self.max_cost)
+        consistency = ConsistencyTally(consistency_of_config(run.config))
         run_trial: RunTrial = trial_runner.run
 
         async def take() -> tuple[PlannedTask, int] | None:
@@ -510,6 +515,7 @@ class Runner:
                 if adaptive is not None:
                     adaptive.finished(item.task.id, trial.verdict)
                 budget.add(trial)
+                consistency.add_trial(trial)
                 kept = tallies.get(item.task.id)
                 if kept is not None:
                     kept.add_trial(trial)
@@ -557,6 +563,8 @@ class Runner:
                 run.config["adaptive"]["stopped"] = adaptive.stop_reasons()
             if settings.run_calls:
                 run.config["judge_controls"] = run_calls_summary(settings.run_calls)
+            if consistency:
+                run.config[CONSISTENCY_KEY] = consistency_config(consistency.results())
             if unattributed:
                 run.config["cache"]["offline_refused"] = unattributed[:20]
                 self.notices.extend(unattributed[:20])

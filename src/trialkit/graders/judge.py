@@ -33,6 +33,7 @@ from trialkit.graders._judge_protocol import (
     parse_answer,
     render_input,
 )
+from trialkit.graders._judge_repeats import combine_answers
 from trialkit.graders.base import GradeContext, Grader, GraderLike
 from trialkit.graders.compose import _Composite, _grade_all
 from trialkit.models.base import GenerationConfig, Model
@@ -96,6 +97,10 @@ class judge(Grader):
     `must_fail` / `must_pass` are negative (and positive) controls: outputs, or `Control`s with
     their own input, that the judge must fail (pass) before its scores count. Generation runs
     at temperature 0 unless `config` sets one.
+
+    `repeats` asks the judge that many times on each output: the score keeps every answer
+    (`metadata["answers"]`) and its verdict is their majority (a tie is unknown); reports,
+    `trialkit calibrate` and `trialkit health` give how often the verdicts flip.
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class judge(Grader):
         must_pass: Sequence[str | Control] = (),
         config: GenerationConfig | None = None,
         name: str | None = None,
+        repeats: int = 1,
     ) -> None:
         if not isinstance(rubric, str) or not rubric.strip():
             raise ValueError("judge: rubric: must be a non-empty string")
@@ -121,8 +127,11 @@ class judge(Grader):
         if unknown:
             known = ", ".join(get_args(Include))
             raise ValueError(f"judge: include: unknown part {unknown[0]!r} (known: {known})")
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"judge: repeats must be a whole number >= 1, got {repeats!r}")
         if isinstance(model, str):
             check_model_id(model)
+        self.repeats = repeats
         self.rubric = rubric
         self.scale: Scale = "pass_fail" if pass_at is None else "score"
         self.pass_at = 1.0 if pass_at is None else pass_at
@@ -170,7 +179,14 @@ class judge(Grader):
                 problem = controls.problem()
                 if problem is not None:
                     return _error(problem.type, problem.message, metadata)
-            return await self._ask(model, protocol, self._material(ctx), metadata)
+            material = self._material(ctx)
+            if self.repeats == 1:
+                return await self._ask(model, protocol, material, metadata)
+            # One after another: a cassette keeps each answer as the next occurrence.
+            answers = [
+                await self._ask(model, protocol, material, metadata) for _ in range(self.repeats)
+            ]
+            return combine_answers(answers, pass_at=self.pass_at, rubric=self.rubric)
 
     async def _ask(
         self, model: ManagedModel, protocol: Protocol, material: Material, metadata: dict[str, Any]

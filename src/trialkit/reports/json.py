@@ -19,9 +19,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from trialkit.consistency import summary_fields as consistency_fields
 from trialkit.report import REPORT_SCHEMA_VERSION, Report
 from trialkit.reports._gate import calls_json, gate_json
-from trialkit.retries import summary_fields
+from trialkit.retries import summary_fields as retry_fields
 from trialkit.secrets import held, redact
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _write_parts(
         "suite": head["suite"],
         "gate": gate_json(gate_report.gate()),
         "model_calls": calls_json(gate_report),
-        "summary": {**head["summary"], **summary_fields(head["run"]["config"])},
+        "summary": _summary(head["summary"], head["run"]["config"]),
     }
     members = [f"{encode_basestring(k)}: {encode(v, _ITEM, finite=True)}" for k, v in shown.items()]
     out.write(_piece("{\n" + _ITEM + f",\n{_ITEM}".join(members) + f',\n{_ITEM}"tasks": '))
@@ -216,8 +217,13 @@ def _with_verdict(data: dict[str, Any], report: Report) -> dict[str, Any]:
             shown["gate"] = gate_json(report.gate())
             shown["model_calls"] = calls_json(report)
     if "summary" in shown:
-        shown["summary"] = {**shown["summary"], **summary_fields(report.run.config)}
+        shown["summary"] = _summary(shown["summary"], report.run.config)
     return shown
+
+
+def _summary(summary: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The summary with the retried trials and the repeated judges' consistency, if any."""
+    return {**summary, **retry_fields(config), **consistency_fields(config)}
 
 
 def _finite(value: Any) -> Any:

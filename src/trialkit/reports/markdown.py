@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from trialkit.consistency import consistency_notes
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._budget import STEP_SUMMARY_LIMIT, Part, Row, Section, fit
@@ -137,6 +138,8 @@ def _summary_table(report: Report) -> list[str]:
     retried = retry_note(report.run.config)
     if retried:
         lines += ["", f"**Retried trials:** {inline(retried)}"]
+    for line in consistency_notes(report.run.config):
+        lines += ["", f"_{inline(line)}_"]
     return lines
 
 

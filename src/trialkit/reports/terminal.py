@@ -11,6 +11,7 @@ from rich.console import Console, Group
 from rich.padding import Padding
 from rich.text import Text
 
+from trialkit.consistency import consistency_notes
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._table import Column, print_figures, print_line, print_table
@@ -75,6 +76,8 @@ def render_terminal(report: Report, console: Console, *, details: bool = True) -
     retried = retry_note(report.run.config)
     if retried:
         print_line(console, _plain(retried, style="yellow"))
+    for line in consistency_notes(report.run.config):
+        print_line(console, _plain(line, style="dim"))
 
 
 def _plain(text: str, style: str = "") -> Text:
