@@ -70,6 +70,8 @@ NOT_TRIALKIT_OPTIONS = {
     "--profile",
     "--latency",
     "--no-plain",
+    "--rounds",  # benchmarks/offline_namespace.py --rounds, --connections
+    "--connections",
     "--base-url",  # a made-up agent's, in the guide's example of any other agent
     "--allowed-tools",
     "--collect-only",  # pytest's own, in the guide's section on the pytest plugin
