@@ -11,7 +11,9 @@ graders:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from trialkit import graders
 from trialkit.graders.base import GraderLike
@@ -23,6 +25,9 @@ from trialkit.loaders.suite_file.context import BuildContext
 from trialkit.loaders.suite_file.entry import GraderEntry
 from trialkit.loaders.suite_file.fields import TEXT_SCHEMA, Fraction, Shorthand, Text
 from trialkit.models.base import GenerationConfig
+
+MAX_REPEATS = 100
+"""The most times a suite file may ask a judge on one output."""
 
 
 class ControlArgs(Shorthand):
@@ -59,6 +64,9 @@ class JudgeArgs(Shorthand):
     """Positive controls: outputs the judge must pass, or every score of it is an error."""
     config: GenerationConfig | None = None
     """Generation parameters for the judge (temperature 0 unless set here)."""
+    repeats: Annotated[int, Field(strict=True, ge=1, le=MAX_REPEATS)] = 1
+    """Ask the judge this many times on each output: the score keeps every answer, its
+    verdict is their majority (a tie is unknown), and reports give how often they flip."""
 
 
 class Judge(GraderEntry):
@@ -86,6 +94,7 @@ class Judge(GraderEntry):
             must_fail=must_fail,
             must_pass=must_pass,
             config=a.config,
+            repeats=a.repeats,
             **options,
         )
 
