@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from tests.sandbox.outside import OUTER_ADDRESS, nameservers
-from tests.sandbox.probe_suite import BANNER
+from tests.sandbox.ways import BANNER
 
 SUITE = Path(__file__).with_name("probe_suite.py")
 

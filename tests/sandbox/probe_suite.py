@@ -21,13 +21,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from tests.sandbox.ways import CLOSED_AT_THE_KERNEL, REACHABLE
 from trialkit import Suite, Task, graders
 
 HOST, _, PORT_TEXT = os.environ.get("PROBE_TARGET", "198.18.0.1:9").rpartition(":")
 PORT = int(PORT_TEXT)
 LOCAL_HOST, _, LOCAL_PORT = os.environ.get("PROBE_LOCAL", "127.0.0.1:9").rpartition(":")
 LATE_HOST, _, LATE_PORT = os.environ.get("PROBE_LATE", "127.0.0.1:9").rpartition(":")
-BANNER = "hello from the loopback service"
 CHILD_S = "5"  # a child's own time limit, so no step here can hang
 
 _jobs: queue.Queue[queue.Queue[str]] = queue.Queue()
@@ -219,21 +219,6 @@ WAYS: dict[str, Callable[[], str]] = {
         bystander,
     )
 }
-CLOSED_AT_THE_KERNEL = {
-    "curl": "curl exit 7",
-    "python_child": "Network is unreachable",
-    "udp_child": "Network is unreachable",
-    "os_system": "system exit 7",
-    "ctypes_connect": "errno 101",
-    "dns_child": "getent exit 2",
-    "no_route": "interfaces: lo; routes: 0",
-}
-"""Ways out a trialkit namespace closes, and what the agent then sees."""
-REACHABLE = {"loopback_python": BANNER, "loopback_curl": BANNER, "late_python": BANNER}
-"""This machine's loopback services, reached through the bridge (`late_python`: a service
-that starts listening once the run is under way, so after the namespace was entered)."""
-
-
 EXPECTED = {**CLOSED_AT_THE_KERNEL, **REACHABLE}
 
 

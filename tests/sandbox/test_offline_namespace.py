@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.sandbox.outside import run_outside
-from tests.sandbox.probe_suite import CLOSED_AT_THE_KERNEL, REACHABLE
+from tests.sandbox.ways import CLOSED_AT_THE_KERNEL, REACHABLE
 
 REFUSED = {
     "udp_sendto": "a datagram sent to 198.18.0.1:",
