@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pydantic import computed_field
+
 from trialkit._record import Record
 from trialkit.score import Score
 from trialkit.trial import Trial
 
+_COMPUTED = {"flip_rate", "agreement"}
 CONFIG_KEY = "judge_consistency"
 """The key of the run config that holds each repeated judge's consistency."""
 ANSWERS_KEY = "answers"
@@ -43,11 +46,13 @@ class JudgeConsistency(Record):
     """Pairs of answers with a verdict on the same output."""
     pairs_agreed: int = 0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def flip_rate(self) -> float | None:
         """`flipped / judged`; None when no output was judged twice."""
         return self.flipped / self.judged if self.judged else None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def agreement(self) -> float | None:
         """The share of pairs of answers on the same output that agree; None with no pair."""
@@ -139,7 +144,7 @@ def of_trials(trials: Iterable[Trial]) -> list[JudgeConsistency]:
 
 def to_config(items: Sequence[JudgeConsistency]) -> list[dict[str, Any]]:
     """As the run config keeps them."""
-    return [item.model_dump(mode="json") for item in items]
+    return [item.model_dump(mode="json", exclude=_COMPUTED) for item in items]
 
 
 def from_config(config: Mapping[str, Any]) -> list[JudgeConsistency]:
@@ -167,13 +172,4 @@ def summary_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     items = from_config(config)
     if not items:
         return {}
-    return {
-        CONFIG_KEY: [
-            {
-                **item.model_dump(mode="json"),
-                "flip_rate": item.flip_rate,
-                "agreement": item.agreement,
-            }
-            for item in items
-        ]
-    }
+    return {CONFIG_KEY: [item.model_dump(mode="json") for item in items]}

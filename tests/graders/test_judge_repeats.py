@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from trialkit import GradeContext, Outcome, Suite, Task, Transcript, Verdict, graders, run_sync
-from trialkit.consistency import of_trials
+from trialkit.consistency import of_trials, to_config
 from trialkit.graders.base import run_grader
 from trialkit.graders.judge import judge
 from trialkit.models import ModelRequest, ScriptedModel
@@ -183,4 +183,4 @@ def test_consistency_of_stored_trials_matches_the_run(tmp_path: Path) -> None:
         (found,) = of_trials(store.iter_trials(report.run.id))
         assert store.load_report(report.run.id).run.config == report.run.config
     assert (found.judged, found.flipped, found.flip_rate) == (6, 3, 0.5)
-    assert report.run.config["judge_consistency"] == [found.model_dump(mode="json")]
+    assert report.run.config["judge_consistency"] == [to_config([found])[0]]

@@ -42,6 +42,8 @@ def render_calibration(calibration: Calibration) -> str:
         f"  {'human pass':<12}{m.human_pass_judge_pass:>12}{m.human_pass_judge_fail:>12}",
         f"  {'human fail':<12}{m.human_fail_judge_pass:>12}{m.human_fail_judge_fail:>12}",
     ]
+    for item in c.consistency:
+        lines += ["", f"consistency: {item.line()}"]
     if c.disagreements:
         lines += ["", "largest disagreements (|judge − human|):"]
         lines += [

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from trialkit._record import Record
 from trialkit.analysis._deps import require_stats, scipy_stats
+from trialkit.consistency import JudgeConsistency, of_trials
 from trialkit.labels import HUMAN, Label
 from trialkit.metrics import wilson_interval
 from trialkit.score import Score, Verdict
@@ -150,6 +151,10 @@ class Calibration(Record):
     confusion: Confusion
     disagreements: list[Disagreement] = Field(default_factory=list)
     """The largest disagreements, largest first."""
+    consistency: list[JudgeConsistency] = Field(default_factory=list)
+    """When the grader is a judge asked several times on each output (`repeats`): how often
+    its verdicts flipped on the same output, and how often its answers agree, over the trials
+    read (one entry per rubric)."""
 
     def gate(self, *, min_kappa: float | None = None, max_mae: float | None = None) -> list[str]:
         """Why the calibration fails these thresholds; empty when it passes them. An undefined
@@ -281,6 +286,7 @@ def calibrate(
         kappa=cohen_kappa(confusion),
         confusion=confusion,
         disagreements=_largest_disagreements(pairs, disagreements),
+        consistency=[c for c in of_trials(stored) if c.grader == grader],
     )
 
 
