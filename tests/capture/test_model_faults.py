@@ -206,7 +206,7 @@ OPENAI_KINDS = [
     Kind(
         "a JSON answer to a stream request",
         whole_json_to_a_stream,
-        "HTTP 200: a stream was asked for (`stream: true`), and the answer is application/json",
+        "HTTP 200: a stream was asked for (stream: true), and the answer is application/json",
         stream=True,
     ),
     Kind(
@@ -327,7 +327,7 @@ ANTHROPIC_KINDS = [
     Kind(
         "a JSON answer to a stream request",
         whole_json_to_a_stream,
-        "HTTP 200: a stream was asked for (`stream: true`), and the answer is application/json",
+        "HTTP 200: a stream was asked for (stream: true), and the answer is application/json",
         stream=True,
         api="messages",
     ),

@@ -36,9 +36,12 @@ class TextParts:
             pieces.clear()
 
     def text(self) -> str:
+        """All the text so far (kept as one block from then on: the blocks are freed)."""
         if not self._blocks:
             return "".join(self._pieces)
-        return "".join([*self._blocks, *self._pieces])
+        whole = "".join([*self._blocks, *self._pieces])
+        self._blocks, self._pieces = [whole], []
+        return whole
 
     def __bool__(self) -> bool:
         return bool(self._blocks or self._pieces)

@@ -181,6 +181,7 @@ class CapturedCall:
         if self._retried(answer):
             return
         cut = self._note(answer, replayed=False, assembled=self._assembler, ended=ended)
+        self._assembler = self._events = None  # a long answer's parts: not kept past the call
         if not cut:
             self._record(answer)
 

@@ -64,7 +64,7 @@ def answer_problem(
     content_type = answer.get("content_type") or "no content type"
     if asked_stream:
         return (
-            f"a stream was asked for (`stream: true`), and the answer is {content_type}, "
+            f"a stream was asked for (stream: true), and the answer is {content_type}, "
             "not an event stream"
         ), False
     if "json" not in answer:
