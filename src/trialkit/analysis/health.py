@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import AwareDatetime
+from pydantic import AwareDatetime, Field
 
 from trialkit._record import Record
 from trialkit.analysis import _history
@@ -42,6 +42,8 @@ from trialkit.analysis._significance import (
     confidence_text,
     mcnemar_exact,
 )
+from trialkit.consistency import ConsistencyTally, JudgeConsistency
+from trialkit.consistency import from_config as consistency_of_config
 from trialkit.report import SuiteInfo, TaskPlan, task_verdict
 from trialkit.score import Verdict
 from trialkit.task import SuiteKind
@@ -54,6 +56,9 @@ DEFAULT_LAST = 10
 MIN_RUNS = 2
 """Runs a task needs in the window before it can be called saturated or given a trend."""
 BROKEN_GRADER_SHARE = 0.5
+DEFAULT_MAX_JUDGE_FLIPS = 0.1
+"""A judge asked several times on each output (`repeats`) whose verdicts flip on more than
+this share of the outputs is flagged (`trialkit health --max-judge-flips`)."""
 """A grader that errored on at least this share of a task's trials marks the task broken."""
 UNKNOWN_AGENT = "(unknown)"
 
@@ -159,6 +164,12 @@ class SuiteHealth(Record):
     flaky: list[str]
     discrimination: Discrimination
     notes: list[str]
+    judges: list[JudgeConsistency] = Field(default_factory=list)
+    """Each judge asked several times on each output (`repeats`), over the window's runs: how
+    often its verdicts flipped on the same output, and how often its answers agree."""
+    max_judge_flips: float = DEFAULT_MAX_JUDGE_FLIPS
+    flipping_judges: list[str] = Field(default_factory=list)
+    """The judges (score names) whose flip rate is over `max_judge_flips`."""
 
     def to_markdown(self) -> str:
         from trialkit.reports.health import render_health_markdown
@@ -188,6 +199,7 @@ def suite_health(
     last: int = DEFAULT_LAST,
     confidence: float = DEFAULT_CONFIDENCE,
     counts: Mapping[str, dict[str, Counter[Verdict]]] | None = None,
+    max_judge_flips: float = DEFAULT_MAX_JUDGE_FLIPS,
 ) -> SuiteHealth:
     """The health of `suite_id` (default: the suite of the latest run) over its `last` runs.
 
@@ -230,7 +242,15 @@ def suite_health(
     ]
     latest = stored[-1]
     suite = SuiteInfo(id=suite_id, kind=latest.suite_kind)
-    return assess_health(suite, histories, last=last, confidence=confidence)
+    judges = ConsistencyTally(c for r in stored for c in consistency_of_config(r.config))
+    return assess_health(
+        suite,
+        histories,
+        last=last,
+        confidence=confidence,
+        judges=judges.results(),
+        max_judge_flips=max_judge_flips,
+    )
 
 
 def _text(value: object) -> str | None:
@@ -243,9 +263,14 @@ def assess_health(
     *,
     last: int = DEFAULT_LAST,
     confidence: float = DEFAULT_CONFIDENCE,
+    judges: Sequence[JudgeConsistency] = (),
+    max_judge_flips: float = DEFAULT_MAX_JUDGE_FLIPS,
 ) -> SuiteHealth:
-    """The health of a suite from its runs' histories, oldest first."""
+    """The health of a suite from its runs' histories, oldest first; `judges`: the repeated
+    judges' consistency over those runs, flagged above `max_judge_flips`."""
     check_confidence(confidence)
+    if not 0.0 <= max_judge_flips <= 1.0:
+        raise ValueError(f"max_judge_flips={max_judge_flips} must be within [0, 1]")
     tasks = [_task_health(task_id, kind, histories) for task_id, kind in _task_order(histories)]
     tasks = [t for t in tasks if t.runs]
     saturated = [t.id for t in tasks if t.saturated]
@@ -267,6 +292,11 @@ def assess_health(
         flaky=[t.id for t in tasks if t.flaky],
         discrimination=discrimination(histories, confidence=confidence),
         notes=notes,
+        judges=list(judges),
+        max_judge_flips=max_judge_flips,
+        flipping_judges=[
+            j.grader for j in judges if j.flip_rate is not None and j.flip_rate > max_judge_flips
+        ],
     )
 
 

@@ -30,6 +30,15 @@ from trialkit.cli._common import (
     metavar="N",
     help="Look at the suite's last N runs.",
 )
+@click.option(
+    "--max-judge-flips",
+    type=click.FloatRange(0, 1),
+    default=0.1,  # analysis.health.DEFAULT_MAX_JUDGE_FLIPS, not imported at startup
+    show_default=True,
+    metavar="SHARE",
+    help="Flag a judge asked several times on each output (repeats) whose verdicts flip on "
+    "more than this share of the outputs.",
+)
 @format_options("table", "md", "json")
 @store_option
 @debug_option
@@ -37,6 +46,7 @@ from trialkit.cli._common import (
 def health_command(
     suite_id: str | None,
     last: int,
+    max_judge_flips: float,
     fmt: str,
     output: str | None,
     store_url: str | None,
@@ -48,13 +58,14 @@ def health_command(
     for the regression suite). Broken: never passed, or a grader errored on half its trials or
     more (the evidence is listed). Flaky: its trials disagreed in some run. Trend: the slope of
     its pass rate over the runs. For the suite: the share of saturated tasks and whether the
-    suite still tells apart the models it has seen.
+    suite still tells apart the models it has seen. Judges asked several times on each output
+    (repeats): how often their verdicts flipped, flagged over --max-judge-flips.
     """
     from trialkit.analysis.health import HealthError, suite_health
 
     with open_store(store_url) as store:
         try:
-            health = suite_health(store, suite_id, last=last)
+            health = suite_health(store, suite_id, last=last, max_judge_flips=max_judge_flips)
         except (HealthError, ImportError) as exc:
             fail(str(exc))
     if fmt == "table":

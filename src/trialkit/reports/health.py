@@ -80,7 +80,20 @@ def summary_rows(health: SuiteHealth) -> list[tuple[str, str]]:
         ("Flaky", named(health.flaky)),
         ("Models (latest runs)", models or f.NA),
         ("Discrimination", d.conclusion),
+        *_judge_rows(health),
     ]
+
+
+def _judge_rows(health: SuiteHealth) -> list[tuple[str, str]]:
+    """The repeated judges' flip rates, those over the limit first (none without one)."""
+    if not health.judges:
+        return []
+    limit = f.percent(health.max_judge_flips)
+    over = set(health.flipping_judges)
+    ordered = sorted(health.judges, key=lambda j: j.grader not in over)
+    lines = [("FLIPS: " if j.grader in over else "") + j.line() for j in ordered]
+    head = f"{len(over)} over {limit} of outputs flipped" if over else f"none over {limit} flipped"
+    return [("Judge consistency", f"{head}; " + "; ".join(lines))]
 
 
 def _listed(tasks: list[str]) -> str:
