@@ -303,11 +303,15 @@ class TaskPlan(Record):
     """The task's known-good answer (`Task.reference`); kept out of reports."""
     criteria: str | None = None
     """The task's success criteria in prose (`Task.criteria`); kept out of reports."""
+    trials: int | None = None
+    """How many trials the task was to run; `None` when not known (adaptive trials, which
+    stop when the verdict is clear, or a run stored before trialkit recorded it). A finished
+    run whose task has fewer trials stored than this has trials that never finished."""
 
     @classmethod
-    def of(cls, task: Task, kind: SuiteKind) -> TaskPlan:
+    def of(cls, task: Task, kind: SuiteKind, *, trials: int | None = None) -> TaskPlan:
         """The plan of `task`, with its source location (`Task.source`) as `shown_path` gives
-        it, its reference and its criteria."""
+        it, its reference, its criteria and the trials it is to run."""
         file, line = (None, None) if task.source is None else task.source
         plan = cls(
             id=task.id,
@@ -318,6 +322,7 @@ class TaskPlan(Record):
             line=line,
             reference=task.reference,
             criteria=task.criteria,
+            trials=trials,
         )
         share_field_sets(plan)  # one per task, for the whole run
         return plan

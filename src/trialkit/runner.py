@@ -306,7 +306,11 @@ class Runner:
             config={**self.run_config(suite, harness), **origin},
         )
         suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
-        plans = [TaskPlan.of(p.task, suite.task_kind(p.task)) for p in planned]
+        adaptive = self.adaptive is not None  # a task then stops once its verdict is clear
+        plans = [
+            TaskPlan.of(p.task, suite.task_kind(p.task), trials=None if adaptive else p.trials)
+            for p in planned
+        ]
         store = self.store
 
         async def create() -> None:

@@ -77,7 +77,11 @@ class RunSession:
         )
         """The run; its `status` and `finished_at` are set by `close`."""
         self.suite_info = SuiteInfo(id=suite.id, kind=suite.kind, description=suite.description)
-        self.plans = [TaskPlan.of(p.task, suite.task_kind(p.task)) for p in planned]
+        adaptive = runner.adaptive is not None  # a task then stops once its verdict is clear
+        self.plans = [
+            TaskPlan.of(p.task, suite.task_kind(p.task), trials=None if adaptive else p.trials)
+            for p in planned
+        ]
         self.results: dict[str, list[TrialResult]] = {p.task.id: [] for p in planned}
         """What a report needs of each trial this session ran, by task."""
         self.model_settings = runner.run_settings(suite)

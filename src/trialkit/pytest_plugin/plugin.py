@@ -21,6 +21,7 @@ from trialkit.pytest_plugin.collect import (
     SuiteModule,
     TaskItem,
 )
+from trialkit.pytest_plugin.controller import Crash
 from trialkit.pytest_plugin.marker import (
     MARKER_HELP,
     REPORT,
@@ -187,8 +188,15 @@ class XdistHooks:
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[WORKER_KEY] = [self.state.stamp, self.state.secret]
+        self.state.distributed = True
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         text = getattr(node, "workeroutput", {}).get(WORKER_KEY)
         if text:
             self.state.add_worker_output(text)
+
+    @pytest.hookimpl(optionalhook=True)  # an xdist hook: older versions have none
+    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
+        """A worker crashed while running `crashitem`: its trials in hand never finished."""
+        gateway = getattr(getattr(report, "node", None), "gateway", None)
+        self.state.crashes.append(Crash(crashitem, str(getattr(gateway, "id", "?"))))

@@ -6,7 +6,8 @@ started until the first trialkit item runs, so an ordinary test session is left 
 With pytest-xdist the process that starts the workers (the controller) picks a session token
 and hands it to them (`workerinput`); each suite's run id is made from it, so the workers add
 their trials to one stored run per suite. Each worker sends what it ran back
-(`workeroutput`), and the controller ends the runs and prints the summary.
+(`workeroutput`), and the controller ends the runs and prints the summary, from the store
+(`controller`: a worker that crashed hands nothing back).
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
+from trialkit.pytest_plugin.controller import (
+    SESSION_KEY,
+    Crash,
+    finish_stored,
+    finish_unstored,
+    session_runs,
+)
 from trialkit.pytest_plugin.options import RawOptions, run_settings, store_value
 from trialkit.pytest_plugin.outcome import TrialsErrored, errored, properties, summary_lines
 
@@ -69,6 +77,12 @@ class PluginState:
         else:
             self.stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
             self.secret = secrets.token_hex(8)
+        self.session_tag = hashlib.sha256(f"{self.secret}:session".encode()).hexdigest()[:16]
+        """Recorded in the config of each run the session stores: the controller finds them."""
+        self.distributed = False
+        """The session's items run in xdist workers (in the controller)."""
+        self.crashes: list[Crash] = []
+        """Workers that crashed while running an item (in the controller)."""
         self.entries: dict[str, Entry] = {}
         self.reports: list[tuple[Report, str]] = []
         """Each suite's report and a note, for the terminal summary."""
@@ -184,6 +198,7 @@ class PluginState:
             entry.session = RunSession(
                 runner, entry.make_suite(), run_id=self.run_id(entry.key), task_ids=entry.task_ids
             )
+            entry.session.run.config[SESSION_KEY] = self.session_tag
         except SuiteError as exc:
             entry.problem = str(exc)
             raise TrialsErrored(entry.problem) from None
@@ -199,8 +214,8 @@ class PluginState:
                 workeroutput = getattr(self.config, "workeroutput", None)
                 if workeroutput is not None:
                     workeroutput[WORKER_KEY] = json.dumps([r for r in runs if r is not None])
-            elif self.worker_runs:
-                self._finish_worker_runs(exitstatus)
+            elif self.distributed:
+                self._finish_distributed(exitstatus)
             else:
                 for entry in self._started():
                     self._close(entry, exitstatus, finish=True)
@@ -241,28 +256,59 @@ class PluginState:
             for task, results in run["results"].items():
                 merged["results"].setdefault(task, []).extend(results)
 
-    def _finish_worker_runs(self, exitstatus: int) -> None:
-        from trialkit.report import RunInfo, SuiteInfo, TaskPlan, TrialResult, build_report
-        from trialkit.runner_session import finish_stored_run
-
+    def _finish_distributed(self, exitstatus: int) -> None:
+        """End the runs the workers stored (found in the store: a crashed worker handed
+        nothing back) and those they ran without a store, and note what never finished."""
+        store = self._controller_store()
+        ended: set[str] = set()
+        if store is not None:
+            found = session_runs(store, self.stamp, self.session_tag)
+            found += [r for r, d in self.worker_runs.items() if d["stored"] and r not in found]
+            for run_id in found:
+                report, notes = finish_stored(
+                    store, run_id, exitstatus, self.crashes, self.run_id, _status
+                )
+                self.notices.extend(notes)
+                self.reports.append((report, self._note(run_id)))
+                ended.add(run_id)
         for run_id, data in self.worker_runs.items():
-            run = RunInfo.model_validate(data["run"])
-            results = {
-                task: [TrialResult.model_validate(r) for r in found]
-                for task, found in data["results"].items()
-            }
-            plans = [TaskPlan.model_validate(p) for p in data["plans"]]
-            report = build_report(run, SuiteInfo.model_validate(data["suite"]), plans, results)
-            status, reason = _status(exitstatus, report)
-            store = self.store() if data["stored"] else None
-            if store is not None:
-                report = finish_stored_run(store, run_id, status=status, reason=reason)
-            else:
-                report.run.status = status
-                report.run.finished_at = datetime.now(UTC)
-            workers = data["workers"]
-            note = f" (trials from {workers} xdist worker{'s' if workers != 1 else ''})"
-            self.reports.append((report, note))
+            if run_id in ended or data["stored"]:
+                continue
+            report, notes = finish_unstored(data, exitstatus, self.crashes, self.run_id, _status)
+            self.notices.extend(notes)
+            self.reports.append((report, self._note(run_id)))
+
+    def _controller_store(self) -> Store | None:
+        """The store the workers wrote to, when they wrote to one (an ordinary test session
+        that had a worker crash opens none, and makes no store)."""
+        if any(data["stored"] for data in self.worker_runs.values()):
+            try:
+                return self.store()
+            except TrialsErrored as exc:
+                self.notices.append(f"trialkit: {exc}")
+                return None
+        value = None
+        if self.crashes:
+            with contextlib.suppress(pytest.UsageError, TrialsErrored):
+                value = store_value(self.raw, self.config)
+        if value is None:
+            return None
+        from trialkit.store import Store, StoreError, resolve_store_url
+
+        url = resolve_store_url(value, create=False)  # no folder made for a store not there
+        try:
+            self._store = Store(url, create=False)
+        except StoreError:
+            return None
+        return self._store
+
+    def _note(self, run_id: str) -> str:
+        workers = self.worker_runs.get(run_id, {}).get("workers", 0)
+        crashed = len({c.worker for c in self.crashes})
+        note = f"trials from {workers} xdist worker{'s' if workers != 1 else ''}"
+        if crashed:
+            note += f", {crashed} crashed"
+        return f" ({note})"
 
     def summary(self) -> list[str]:
         per_task = self.config.get_verbosity() > 0

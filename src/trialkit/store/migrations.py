@@ -42,88 +42,12 @@ from trialkit.store import schema, search_index
 from trialkit.store.encoding import escape_nul, unescape_nul, unpack_json
 from trialkit.store.engine import WRITE_OPTION
 from trialkit.store.errors import StoreError
+from trialkit.store.migration_initial import m001_initial
 
 Migration = Callable[[Connection], None]
 
 # Serializes migrations between processes on PostgreSQL (SQLite's BEGIN IMMEDIATE already does).
 _PG_MIGRATION_LOCK = 0x747269616C6B6974
-
-
-def m001_initial(conn: Connection) -> None:
-    """Runs, their planned tasks, trials, and one row per score."""
-    md = MetaData()
-    Table(
-        "runs",
-        md,
-        Column("id", String, primary_key=True),
-        Column("name", String),
-        Column("suite_id", String, nullable=False),
-        Column("suite_kind", String, nullable=False),
-        Column("suite_description", Text),
-        Column("status", String, nullable=False),
-        Column("started_at", String(32), nullable=False),
-        Column("finished_at", String(32)),
-        Column("config", Text, nullable=False),
-        Column("schema_version", Integer, nullable=False),
-        Index("ix_runs_started_at", "started_at"),
-        Index("ix_runs_name", "name", "started_at"),
-    )
-    Table(
-        "run_tasks",
-        md,
-        Column("run_id", String, primary_key=True),
-        Column("task_id", String, primary_key=True),
-        Column("position", Integer, nullable=False),
-        Column("kind", String, nullable=False),
-        Column("expect", String, nullable=False),
-        Column("tags", Text, nullable=False),
-        ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
-    )
-    Table(
-        "trials",
-        md,
-        Column("run_id", String, primary_key=True),
-        Column("task_id", String, primary_key=True),
-        Column("idx", Integer, primary_key=True),
-        Column("schema_version", Integer, nullable=False),
-        Column("status", String, nullable=False),
-        Column("verdict", String, nullable=False),
-        Column("expect", String, nullable=False),
-        Column("model", String),
-        Column("output", Text),
-        Column("failed", Boolean, nullable=False),
-        Column("error", Text),
-        Column("duration_s", Float, nullable=False),
-        Column("started_at", String(32), nullable=False),
-        Column("input_tokens", Integer, nullable=False),
-        Column("output_tokens", Integer, nullable=False),
-        Column("cost_usd", Float),
-        Column("usage", Text, nullable=False),
-        Column("transcript", Text, nullable=False),
-        Column("outcome", Text, nullable=False),
-        Column("scores", Text, nullable=False),
-        ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
-        Index("ix_trials_run_verdict", "run_id", "verdict"),
-    )
-    Table(
-        "scores",
-        md,
-        Column("run_id", String, primary_key=True),
-        Column("task_id", String, primary_key=True),
-        Column("trial_idx", Integer, primary_key=True),
-        Column("position", Integer, primary_key=True),
-        Column("name", String, nullable=False),
-        Column("verdict", String, nullable=False),
-        Column("value", Float),
-        Column("rationale", Text),
-        ForeignKeyConstraint(
-            ["run_id", "task_id", "trial_idx"],
-            ["trials.run_id", "trials.task_id", "trials.idx"],
-            ondelete="CASCADE",
-        ),
-        Index("ix_scores_run_name", "run_id", "name"),
-    )
-    md.create_all(conn, checkfirst=False)
 
 
 def m002_grader_usage(conn: Connection) -> None:
@@ -503,6 +427,14 @@ def m013_search_batch_index(conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {search_index.SQLITE_INSERT_TRIGGER}")
 
 
+def m014_task_trials(conn: Connection) -> None:
+    """How many trials each planned task was to run: `run_tasks.trials`, so that a finished
+    run can tell a trial that never finished (its process crashed) from one never planned.
+    NULL in rows written before, and for a task whose trials were adaptive (at most)."""
+    run_tasks = Table("run_tasks", MetaData(), Column("trials", Integer))
+    conn.exec_driver_sql(add_column_sql(conn.dialect, run_tasks.c.trials))
+
+
 def trial_end(started_at: str, duration_s: float) -> str | None:
     """The stored end of a trial that started at `started_at` (stored text) and took
     `duration_s`; `None` when the two cannot be added (a duration out of range)."""
@@ -538,6 +470,7 @@ MIGRATIONS: Sequence[Migration] = (
     m011_kept_reports,
     m012_grader_error_index,
     m013_search_batch_index,
+    m014_task_trials,
 )
 """Every migration, in the order they apply. Append only."""
 

@@ -151,6 +151,7 @@ def task_rows(run_id: str, plans: Sequence[TaskPlan]) -> list[dict[str, Any]]:
             "line": plan.line,
             "reference": None if plan.reference is None else redact(plan.reference),
             "criteria": None if plan.criteria is None else redact(plan.criteria),
+            "trials": plan.trials,
         }
         for position, plan in enumerate(plans)
     ]
@@ -203,6 +204,7 @@ def task_plan(row: StoredRow) -> TaskPlan:
                 "line": row.line,
                 "reference": row.reference,
                 "criteria": row.criteria,
+                "trials": getattr(row, "trials", None),
             }
         )
 

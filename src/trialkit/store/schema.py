@@ -97,6 +97,9 @@ run_tasks = Table(
     # m009_task_reference: the task's reference and criteria; NULL in rows written before it.
     Column("reference", SafeText),
     Column("criteria", SafeText),
+    # m014_task_trials: the trials the task was to run; NULL in rows written before it, and
+    # for adaptive trials.
+    Column("trials", Integer),
 )
 
 trials = Table(
