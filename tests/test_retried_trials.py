@@ -121,3 +121,40 @@ def test_no_note_and_no_fields_when_no_trial_was_retried() -> None:
     report = run_sync(make_suite(), concurrency=1)
     assert "Retried" not in report.to_markdown()
     assert "retried_trials" not in json.loads(report.to_json())["summary"]
+
+
+def stubborn(prompt: str, ctx: TrialContext) -> str:
+    """Trial 0 errors at its first two attempts and passes at the third; trial 1 passes."""
+    key = (prompt, ctx.trial_index)
+    ATTEMPTS[key] = ATTEMPTS.get(key, 0) + 1
+    if ctx.trial_index == 0 and ATTEMPTS[key] <= 2:
+        raise ConnectionError("the sandbox did not start")
+    return "ok"
+
+
+def test_the_stored_trial_says_which_attempt_it_is(tmp_path: Path) -> None:
+    ATTEMPTS.clear()
+    suite = Suite(
+        id="stubborn",
+        trials=2,
+        harness=stubborn,
+        tasks=[Task(id="t", input="t", graders=[graders.contains("ok")])],
+    )
+    with Store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        run_id = run_sync(suite, store=store, concurrency=1).run.id
+        assert [t.attempt for t in store.iter_trials(run_id)] == [1, 1]
+        once = run_sync(suite, store=store, resume=run_id, retry_errors=True)
+        assert [(t.verdict, t.attempt) for t in store.iter_trials(run_id)] == [
+            (Verdict.ERROR, 2),
+            (Verdict.PASS, 1),
+        ]
+        assert once.run.config["retried"]["trials"][0]["attempts"] == 2
+        twice = run_sync(suite, store=store, resume=run_id, retry_errors=True)
+        assert [(t.verdict, t.attempt) for t in store.iter_trials(run_id)] == [
+            (Verdict.PASS, 3),
+            (Verdict.PASS, 1),
+        ]
+        assert twice.run.config["retried"]["trials"] == [
+            {"task": "t", "trial": 0, "attempts": 3, "verdict": "pass"}
+        ]
+        assert "1 trial was run again after an error (1 then passed)" in twice.to_markdown()

@@ -59,6 +59,16 @@ def record_retries(
     }
 
 
+def retry_attempts(previous: Mapping[str, Any] | None, retried: set[Key]) -> dict[Key, int]:
+    """The attempt each trial in `retried` is about to make (2 at its first retry), counting
+    the attempts `previous` (the run's `retried` record) holds."""
+    before = {
+        (str(item["task"]), int(item["trial"])): int(item["attempts"])
+        for item in (previous or {}).get("trials", [])
+    }
+    return {key: before.get(key, 1) + 1 for key in retried}
+
+
 def _pass_rate(
     verdicts: Mapping[Key, Verdict], left_out: set[Key]
 ) -> tuple[float | None, tuple[float, float] | None]:

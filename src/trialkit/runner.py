@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import functools
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -49,7 +49,7 @@ from trialkit.report import (
     tallied_report,
 )
 from trialkit.retries import CONFIG_KEY as RETRIED_KEY
-from trialkit.retries import record_retries, retried_of
+from trialkit.retries import record_retries, retried_of, retry_attempts
 from trialkit.run_trial import PlannedTask, TrialRunner, model_name
 from trialkit.score import Verdict
 from trialkit.settings import RunSettings
@@ -452,7 +452,10 @@ class Runner:
         run.config["gate"] = self.gate  # the thresholds of the run that finishes it
         run.config.pop("stop_reason", None)
         await anyio.to_thread.run_sync(store.finish_run, run)
-        await self._execute(suite, harness, run, suite_info, todo, {}, stored_before=len(done))
+        attempts = retry_attempts(retried_of(run.config), retried)
+        await self._execute(
+            suite, harness, run, suite_info, todo, {}, stored_before=len(done), attempts=attempts
+        )
         if retried or retried_of(run.config):
             await anyio.to_thread.run_sync(_record_retries, store, run, retried)
         return await anyio.to_thread.run_sync(store.load_report, run.id)
@@ -470,6 +473,7 @@ class Runner:
         create: Callable[[], Awaitable[None]] | None = None,
         stored_before: int = 0,
         writer: TrialWriter | None = None,
+        attempts: Mapping[tuple[str, int], int] | None = None,
     ) -> Report | None:
         """Run the `todo` trials on bounded workers, store and export each, and close the run.
 
@@ -480,6 +484,7 @@ class Runner:
         `create` stores a new run, once its executor has started: a run whose workers or
         cluster cannot start leaves nothing behind. `stored_before`: the finished trials a
         resumed run had stored already. `writer`: the run's trial writer, if made already.
+        `attempts`: the attempt of each (task, index) run again after an error.
         """
         threads = anyio.to_thread.current_default_thread_limiter()
         threads.total_tokens = max(threads.total_tokens, self.concurrency)
@@ -516,6 +521,8 @@ class Runner:
             while (picked := await take()) is not None:
                 item, index = picked
                 trial = await run_trial(item, index)
+                if attempts:
+                    trial.attempt = attempts.get((item.task.id, index), trial.attempt)
                 if adaptive is not None:
                     adaptive.finished(item.task.id, trial.verdict)
                 budget.add(trial)

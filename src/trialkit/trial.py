@@ -55,6 +55,9 @@ class Trial(Record):
     grader_cost_usd: float | None = None
     """The graders' part of `cost_usd`: 0 when the graders called no model, `None` when a
     price is unknown."""
+    attempt: int = 1
+    """Which attempt this is: 1, or 2 and more for a trial run again after an error
+    (`trialkit run --resume RUN --retry-errors`; the run's `config.retried` lists them)."""
     started_at: AwareDatetime
     duration_s: float
     """Wall time of setup, agent, capture and grading."""

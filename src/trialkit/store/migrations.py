@@ -435,6 +435,13 @@ def m014_task_trials(conn: Connection) -> None:
     conn.exec_driver_sql(add_column_sql(conn.dialect, run_tasks.c.trials))
 
 
+def m015_trial_attempts(conn: Connection) -> None:
+    """Which attempt a stored trial is: `trials.attempt`, 2 or more for a trial run again after
+    an error (`--resume RUN --retry-errors`). NULL for a first attempt, and in rows before."""
+    trials = Table("trials", MetaData(), Column("attempt", Integer))
+    conn.exec_driver_sql(add_column_sql(conn.dialect, trials.c.attempt))
+
+
 def trial_end(started_at: str, duration_s: float) -> str | None:
     """The stored end of a trial that started at `started_at` (stored text) and took
     `duration_s`; `None` when the two cannot be added (a duration out of range)."""
@@ -471,6 +478,7 @@ MIGRATIONS: Sequence[Migration] = (
     m012_grader_error_index,
     m013_search_batch_index,
     m014_task_trials,
+    m015_trial_attempts,
 )
 """Every migration, in the order they apply. Append only."""
 

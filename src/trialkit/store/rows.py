@@ -245,6 +245,7 @@ def trial_row(trial: Trial) -> dict[str, Any]:
         **token_columns(trial.usage, trial.grader_usage),
         "transcript_packed": transcript_packed,
         "outcome_packed": outcome_packed,
+        "attempt": trial.attempt if trial.attempt > 1 else None,
     }
 
 
@@ -344,6 +345,7 @@ def trial(row: StoredRow) -> Trial:
             cost_usd=row.cost_usd,
             grader_cost_usd=row.grader_cost_usd,
             duration_s=row.duration_s,
+            attempt=getattr(row, "attempt", None) or 1,
             **fields,
         )
 

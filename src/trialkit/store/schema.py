@@ -142,6 +142,8 @@ trials = Table(
     Column("ended_at", String(32)),
     Index("ix_trials_task_span", "run_id", "task_id", *SPAN_COLUMNS),
     Index("ix_trials_run_ended", "run_id", "ended_at", "task_id", "idx"),
+    # m015_trial_attempts: 2 or more for a trial run again after an error; NULL for a first.
+    Column("attempt", Integer),
 )
 
 scores = Table(
