@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 
 from trialkit import Suite, Task, TrialContext, graders, run_sync
+from trialkit.regrade import regrade_sync
 from trialkit.reports.json import write_json_report
 from trialkit.reports.terminal import render_terminal
 from trialkit.retries import record_retries, retry_note
@@ -158,3 +159,21 @@ def test_the_stored_trial_says_which_attempt_it_is(tmp_path: Path) -> None:
             {"task": "t", "trial": 0, "attempts": 3, "verdict": "pass"}
         ]
         assert "1 trial was run again after an error (1 then passed)" in twice.to_markdown()
+
+
+def test_a_regrade_keeps_the_attempts_and_reads_the_retries_again(
+    retried_run: tuple[Store, str],
+) -> None:
+    store, run_id = retried_run
+    with store:
+        run_sync(make_suite(), store=store, resume=run_id, retry_errors=True)
+        strict = make_suite()
+        for task in strict.tasks:  # the hard task's retries now fail
+            task.graders = [graders.contains("ok" if task.id != "hard" else "never")]
+        regraded = regrade_sync(store, run_id, strict).report
+        new_id = regraded.run.id
+        assert [t.attempt for t in store.iter_trials(new_id)] == [1, 1, 2, 2, 1, 1]
+    retried = regraded.run.config["retried"]
+    assert [t["verdict"] for t in retried["trials"]] == ["fail", "fail"]
+    assert retried["pass_rate"] == pytest.approx((1 + 0 + 0.5) / 3)
+    assert retried["first_attempt_pass_rate"] == pytest.approx(0.75)

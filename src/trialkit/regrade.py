@@ -32,12 +32,17 @@ from trialkit._sync import run_blocking
 from trialkit._writer import TrialWriter
 from trialkit.capture.calls import flush_held
 from trialkit.capture.scope import offline_config
+from trialkit.consistency import CONFIG_KEY as CONSISTENCY_KEY
+from trialkit.consistency import ConsistencyTally
+from trialkit.consistency import to_config as consistency_config
 from trialkit.graders.base import GradeContext, Grader, trial_verdict
 from trialkit.graders.human import human
 from trialkit.models.context import ModelSettings, calls_as, use_settings
 from trialkit.models.pricing import run_calls_summary
 from trialkit.preflight import check_models, judge_models
 from trialkit.report import Report, RunInfo
+from trialkit.retries import CONFIG_KEY as RETRIED_KEY
+from trialkit.retries import record_retries, retried_of
 from trialkit.run_trial import _COMPLETED, PlannedTask, _cost, _grade, _grader_cost
 from trialkit.score import Score, Verdict
 from trialkit.settings import RunSettings
@@ -180,7 +185,7 @@ async def regrade(
     config = {
         key: value
         for key, value in old.items()
-        if key not in ("stop_reason", "resumed", "judge_controls", "ray_actors")
+        if key not in ("stop_reason", "resumed", "judge_controls", "ray_actors", CONSISTENCY_KEY)
     }
     config.update(
         regrade_of=run_id,
@@ -271,6 +276,7 @@ async def _regrade_trials(
     threads = anyio.to_thread.current_default_thread_limiter()
     threads.total_tokens = max(threads.total_tokens, concurrency)
     changes = VerdictChanges()
+    consistency = ConsistencyTally()
     writer = TrialWriter(store)
     if settings.capture or settings.offline:
         from trialkit.capture.hook import install
@@ -288,6 +294,7 @@ async def _regrade_trials(
                             reviewed = labeled.get((old.task_id, old.index), set())
                             new = await regrade_trial(old, item, run.id, chosen, reviewed)
                             changes.add(old.verdict, new.verdict)
+                            consistency.add_trial(new)
                             await writer.put(new)
 
                     async with anyio.create_task_group() as workers:
@@ -304,9 +311,16 @@ async def _regrade_trials(
     finally:
         if settings.run_calls:
             run.config["judge_controls"] = run_calls_summary(settings.run_calls)
+        if consistency:
+            run.config[CONSISTENCY_KEY] = consistency_config(consistency.results())
         run.finished_at = datetime.now(UTC)
         with anyio.CancelScope(shield=True):
             writer.flush_now()
+            if retried_of(run.config):  # the retried trials' verdicts and rates, regraded
+                from trialkit.store.resume import stored_verdicts
+
+                verdicts = await anyio.to_thread.run_sync(stored_verdicts, store, run.id)
+                run.config[RETRIED_KEY] = record_retries(retried_of(run.config), set(), verdicts)
             await anyio.to_thread.run_sync(store.finish_run, run)
         if settings.cassette is not None:
             settings.cassette.write_manifest(suite_id, complete=False)

@@ -17,6 +17,7 @@ from trialkit.consistency import of_trials, to_config
 from trialkit.graders.base import run_grader
 from trialkit.graders.judge import judge
 from trialkit.models import ModelRequest, ScriptedModel
+from trialkit.regrade import regrade_sync
 from trialkit.reports.terminal import render_terminal
 from trialkit.store import Store
 
@@ -184,3 +185,26 @@ def test_consistency_of_stored_trials_matches_the_run(tmp_path: Path) -> None:
         assert store.load_report(report.run.id).run.config == report.run.config
     assert (found.judged, found.flipped, found.flip_rate) == (6, 3, 0.5)
     assert report.run.config["judge_consistency"] == [to_config([found])[0]]
+
+
+def test_a_regrade_counts_the_flips_of_its_own_judges(tmp_path: Path) -> None:
+    model = ScriptedModel("judge", wobbly_judge())
+    suite = Suite(
+        id="judged",
+        trials=2,
+        harness=lambda prompt: "Lyon.",
+        tasks=[Task(id="lyon", input="lyon", graders=[judge(RUBRIC, model=model, repeats=3)])],
+    )
+    steady = ScriptedModel("steady", lambda request, trial: said(1))
+    again = Suite(
+        id="judged",
+        trials=2,
+        harness=lambda prompt: "Lyon.",
+        tasks=[Task(id="lyon", input="lyon", graders=[judge(RUBRIC, model=steady, repeats=2)])],
+    )
+    with Store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        first = run_sync(suite, store=store)
+        assert first.run.config["judge_consistency"][0]["flipped"] == 2
+        regraded = regrade_sync(store, first.run.id, again).report
+    (kept,) = regraded.run.config["judge_consistency"]
+    assert (kept["judged"], kept["flipped"], kept["repeats"]) == (2, 0, 2)
