@@ -78,6 +78,8 @@ def test_retried_trials_are_kept_with_their_attempts_and_verdicts(
             markdown
         )
         assert "the pass rate reads 75.0%" in markdown and "against 83.3%" in markdown
+        html = report.to_html()
+        assert "<strong>Retried trials:</strong> 2 trials were run again after an error" in html
 
         console = Console(file=io.StringIO(), width=400, color_system=None)
         render_terminal(report, console)

@@ -159,6 +159,7 @@ def test_a_run_keeps_each_judges_flip_rate_and_reports_give_it() -> None:
         markdown
     )
     assert "(50.0%), answers agree 66.7%" in markdown
+    assert "verdicts flipped on 2 of 4 outputs (50.0%)" in report.to_html()
     console = Console(file=io.StringIO(), width=400, color_system=None)
     render_terminal(report, console)
     assert "verdicts flipped on 2 of 4 outputs (50.0%)" in console.file.getvalue()  # type: ignore[attr-defined]

@@ -17,9 +17,11 @@ import json
 from typing import Any
 
 from trialkit._record import ErrorInfo
+from trialkit.consistency import consistency_notes
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._gate import calls_text, gate_headline
+from trialkit.retries import retry_note
 from trialkit.score import Assertion, Verdict
 
 OUTPUT_EXCERPT_CHARS = 2000
@@ -214,6 +216,10 @@ def _summary(report: Report) -> list[str]:
     note = f.pass_k_note(report)
     if note:
         lines.append(f'<p class="note">{text(note)}</p>')
+    retried = retry_note(report.run.config)
+    if retried:
+        lines.append(f'<p class="note"><strong>Retried trials:</strong> {text(retried)}</p>')
+    lines += [f'<p class="note">{text(line)}</p>' for line in consistency_notes(report.run.config)]
     return [*lines, "</section>"]
 
 
