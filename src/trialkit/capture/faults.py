@@ -73,9 +73,12 @@ def answer_problem(
             return "the body is empty", False
         start = " ".join(text.split())[:80]
         return f"the body is not JSON ({content_type}: {start!r})", False
-    if 200 <= status < 300:
-        return None
-    return "not an answer (a status that is no success)", False
+    if not 200 <= status < 300:
+        return "not an answer (a status that is no success)", False
+    data = answer["json"]
+    if api == "responses" and isinstance(data, dict) and data.get("status") == "failed":
+        return f"the response failed: {wire.error_message(data) or 'no message'}", False
+    return None
 
 
 def _stream_problem(
