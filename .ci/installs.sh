@@ -4,6 +4,7 @@
 # that install and pytest, runs the tests of what it promises: tests/installs/test_NAME.py and
 # tests/installs/test_every_install.py, with TRIALKIT_TEST_INSTALL=NAME (elsewhere they skip).
 # trialkit is installed from a wheel built here, as a user installs it; pip's cache is reused.
+# Needs pip >= 22.3 (`pip --python`).
 #
 #   .ci/installs.sh              # all of them
 #   .ci/installs.sh core view    # some
@@ -41,8 +42,11 @@ for name in "${chosen[@]}"; do
     spec="trialkit[$name]"
   fi
   started=$SECONDS
-  python3 -m venv "$work/$name"
-  "$work/$name/bin/pip" install --quiet --quiet "$spec @ file://$wheel" pytest
+  # This pip installs into the new environment (--python), so none is put in it, and it
+  # compiles nothing ahead (Python compiles what a test imports): a third of the time.
+  python3 -m venv --without-pip "$work/$name"
+  python3 -m pip --python "$work/$name/bin/python" install --quiet --quiet --no-compile \
+    "$spec @ file://$wheel" pytest
   installed=$((SECONDS - started))
   set +e
   TRIALKIT_TEST_INSTALL="$name" "$work/$name/bin/python" -m pytest -p no:cacheprovider -q \
