@@ -173,7 +173,11 @@ def _what(path: Path, mode: int) -> str:
 
 def _check_inside(path: Path, root: Path) -> None:
     real, folder = os.path.realpath(path), os.path.realpath(root)
-    if os.path.commonpath([real, folder]) != folder:
+    try:
+        inside = os.path.commonpath([real, folder]) == folder
+    except ValueError:  # on another drive (Windows)
+        inside = False
+    if not inside:
         raise CassetteError(
             f"{path}: a symbolic link to {real}, outside the cassette folder {root}: a link in a "
             "cassette may only lead to a recording in the same cassette; delete it"
