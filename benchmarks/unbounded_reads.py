@@ -61,7 +61,9 @@ def vm(name):
             return int(line.split()[1]) * 1024
 """
 
-CASSETTE_CHILD = _MEMORY + """
+CASSETTE_CHILD = (
+    _MEMORY
+    + """
 import json, os, sys
 from pathlib import Path
 from trialkit.models.base import ModelRequest, ModelResponse
@@ -91,8 +93,11 @@ except BaseException as exc:
     outcome = f"{type(exc).__name__}: {exc}"
 print(json.dumps({"peak": vm("VmHWM") - base, "outcome": outcome[:150]}))
 """
+)
 
-PROXY_CHILD = _MEMORY + """
+PROXY_CHILD = (
+    _MEMORY
+    + """
 import json, sys
 from trialkit.capture.proxy import ModelProxy
 from trialkit.models.context import ModelSettings
@@ -107,6 +112,7 @@ for line in sys.stdin:
     state = {"hwm": vm("VmHWM"), "open": getattr(proxy, "open_connections", None)}
     print(json.dumps(state), flush=True)
 """
+)
 
 
 def _limit(cap: int) -> Callable[[], None]:
