@@ -210,12 +210,10 @@ def test_every_third_party_import_is_declared_where_its_code_is_installed() -> N
             where = "the core's dependencies" if area == "core" else f"the {area!r} extra"
             undeclared.append(f"{imported} (from {', '.join(sorted(providers))}): not in {where}")
     assert undeclared == []
-    # the scan sees what it must: a core import, an extra's, a lazy one, an optional one
-    seen = {(i.relative, i.module.split(".")[0], i.optional) for i in found}
-    assert ("_sync.py", "anyio", False) in seen
-    assert ("view/server.py", "uvicorn", False) in seen
-    assert ("loaders/importers/huggingface.py", "datasets", True) in seen  # import_module
-    assert ("capture/proxy.py", "brotli", True) in seen
+    # the scan sees what it must: imports of the core and of extras, and optional ones
+    required = {i.module.split(".")[0] for i in found if not i.optional}
+    assert {"anyio", "pydantic", "sqlalchemy", "starlette", "uvicorn", "mcp"} <= required
+    assert any(i.optional for i in found)
 
 
 def test_the_import_scan_tells_required_optional_and_type_only_imports(tmp_path: Path) -> None:
