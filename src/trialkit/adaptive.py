@@ -14,7 +14,15 @@ an adaptive run never takes more trials than the fixed one would):
   at its first pass: its verdict is then known, but its pass rate, pass^k and flakiness are
   what a capability suite is for;
 - it has used its cap (errors and unknowns included, so a task that keeps erroring stops
-  too).
+  too);
+- with a baseline (`baseline`: each task's passed and decided trials in the baseline run;
+  CLI: `--trials auto --baseline FILE|RUN`), after `min_trials` decided trials: **more trials
+  would not change its comparison with the baseline**. The comparison is the task's own
+  exact test against its baseline trials (Fisher's, two-sided, at `alpha`: the test compare
+  names changed tasks with, before the correction for many tasks): whether it changed, and
+  which way. The task stops when every outcome of its remaining trials (any number of them
+  decided, any of those passing) gives the same answer as now. A task the baseline did not
+  run, or decided no trial of, is not stopped by this rule.
 
 Each task's report says how many trials it used and why it stopped.
 """
@@ -22,12 +30,13 @@ Each task's report says how many trials it used and why it stopped.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import anyio
 
+from trialkit.analysis.stats import Table, fisher_exact
 from trialkit.metrics import wilson_interval
 from trialkit.score import Verdict
 from trialkit.task import SuiteError, SuiteKind, trials_problem
@@ -37,6 +46,7 @@ T = TypeVar("T")
 FIRST_FAILURE = "a regression task fails at its first failed trial"
 NARROW = "the 95% interval is"
 CAP = "it reached the most trials allowed"
+SETTLED = "more trials would not change its comparison with the baseline"
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,12 @@ class Adaptive:
     precision: float = 0.2
     """Stop once the 95% interval of the pass rate is at most this wide."""
     min_trials: int = 3
-    """Decided trials needed before the interval may stop a task."""
+    """Decided trials needed before the interval (or the baseline) may stop a task."""
+    baseline: Mapping[str, tuple[int, int]] | None = None
+    """Each task's (passed, decided) trials in the baseline run: a task stops once more
+    trials would not change its comparison with them."""
+    alpha: float = 0.05
+    """The significance level of that comparison."""
 
     def __post_init__(self) -> None:
         if self.max_trials is not None and (problem := trials_problem(self.max_trials)):
@@ -57,15 +72,28 @@ class Adaptive:
             raise ValueError(f"precision must be within (0, 1], got {self.precision}")
         if self.min_trials < 1:
             raise ValueError(f"min_trials must be >= 1, got {self.min_trials}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be within (0, 1), got {self.alpha}")
 
     def stop_reason(
-        self, kind: SuiteKind, passed: int, failed: int, other: int, cap: int
+        self,
+        kind: SuiteKind,
+        passed: int,
+        failed: int,
+        other: int,
+        cap: int,
+        task_id: str | None = None,
     ) -> str | None:
         """Why a task with these finished trials needs no more, or `None` if it does.
 
         `other` counts finished trials that decided nothing (errors, unknowns); `cap` is the
-        most trials the task may get."""
+        most trials the task may get; `task_id` finds its baseline trials."""
         decided = passed + failed
+        base = None if self.baseline is None or task_id is None else self.baseline.get(task_id)
+        if base is not None and base[1] and decided >= self.min_trials:
+            remaining = max(0, cap - decided - other)
+            if settled(base, passed, decided, remaining, self.alpha):
+                return f"{SETTLED} ({base[0]}/{base[1]} there, {passed}/{decided} here)"
         if kind is SuiteKind.REGRESSION:
             if failed:
                 return FIRST_FAILURE
@@ -78,6 +106,28 @@ class Adaptive:
         if decided + other >= cap:
             return f"{CAP} ({cap})"
         return None
+
+
+def change(base: tuple[int, int], passed: int, decided: int, alpha: float) -> int:
+    """The task's comparison with its baseline trials: -1 worse, +1 better (Fisher's exact
+    test, two-sided, under `alpha`), 0 no change shown."""
+    if not decided:
+        return 0
+    table = Table(base[0], base[1], passed, decided)
+    if not table.informative or fisher_exact(table) >= alpha:
+        return 0
+    return 1 if passed * base[1] > base[0] * decided else -1
+
+
+def settled(base: tuple[int, int], passed: int, decided: int, remaining: int, alpha: float) -> bool:
+    """True when no outcome of `remaining` more trials (any of them decided, any of those
+    passing) changes the task's comparison with its baseline trials."""
+    now = change(base, passed, decided, alpha)
+    return all(
+        change(base, passed + k, decided + d, alpha) == now
+        for d in range(1, remaining + 1)
+        for k in range(d + 1)
+    )
 
 
 @dataclass
@@ -128,7 +178,7 @@ class AdaptiveQueue(Generic[T]):
         tally = self.tallies[task_id]
         self._count(tally, verdict)
         tally.next_index = max(tally.next_index, index + 1)
-        tally.stopped = self._stop_reason(tally)
+        tally.stopped = self._stop_reason(task_id, tally)
 
     async def next(self) -> tuple[T, int] | None:
         while True:
@@ -145,7 +195,7 @@ class AdaptiveQueue(Generic[T]):
         tally.running -= 1
         self._count(tally, verdict)
         if tally.stopped is None:
-            tally.stopped = self._stop_reason(tally)
+            tally.stopped = self._stop_reason(task_id, tally)
         self._changed.set()
         self._changed = anyio.Event()
 
@@ -176,9 +226,9 @@ class AdaptiveQueue(Generic[T]):
         """The most trials still to run."""
         return sum(max(0, t.cap - t.started) for t in self.tallies.values() if not t.stopped)
 
-    def _stop_reason(self, tally: _Tally) -> str | None:
+    def _stop_reason(self, task_id: str, tally: _Tally) -> str | None:
         return self.policy.stop_reason(
-            tally.kind, tally.passed, tally.failed, tally.other, tally.cap
+            tally.kind, tally.passed, tally.failed, tally.other, tally.cap, task_id
         )
 
     @staticmethod

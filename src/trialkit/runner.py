@@ -386,6 +386,14 @@ class Runner:
                 "max_trials": policy.max_trials,
                 "precision": policy.precision,
                 "min_trials": policy.min_trials,
+                **(
+                    {}
+                    if policy.baseline is None
+                    else {
+                        "baseline": {k: list(v) for k, v in policy.baseline.items()},
+                        "alpha": policy.alpha,
+                    }
+                ),
                 "stopped": {},
             }
         }
@@ -427,6 +435,8 @@ class Runner:
                 max_trials=stored_policy.get("max_trials"),
                 precision=stored_policy["precision"],
                 min_trials=stored_policy["min_trials"],
+                baseline=_stored_baseline(stored_policy.get("baseline")),
+                alpha=stored_policy.get("alpha", 0.05),
             )
             if stored_policy
             else None
@@ -659,6 +669,13 @@ class Runner:
         workers = min(self.workers, total, self.concurrency)  # each runs at least one trial
         async with open_pool(suite, self, run.id, workers=workers, concurrency=share) as pool:
             yield pool.run
+
+
+def _stored_baseline(value: Any) -> dict[str, tuple[int, int]] | None:
+    """The adaptive policy's baseline trials as a run's config keeps them."""
+    if not isinstance(value, dict):
+        return None
+    return {str(k): (int(v[0]), int(v[1])) for k, v in value.items()}
 
 
 def _record_retries(store: Store, run: RunInfo, retried: set[tuple[str, int]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shlex
 import sys
@@ -46,7 +47,8 @@ def parse_settings(**options: Any) -> RunSettings:
     "--trials",
     metavar="N|auto",
     help="Trials per task (overrides the suite), or `auto`: sample each task only while its "
-    "verdict or pass rate is undecided (see --max-trials, --precision).",
+    "verdict or pass rate is undecided (see --max-trials, --precision); with --baseline, also "
+    "only while more trials could change its comparison with the baseline.",
 )
 @click.option(
     "--max-trials",
@@ -450,6 +452,10 @@ def run_command(
         if baseline_ref is not None
         else None
     )
+    if baseline is not None and runner.adaptive is not None and resume is None:
+        # --trials auto: a task also stops once more trials cannot change its comparison.
+        counts = {t.id: (t.passed, t.passed + t.failed) for t in baseline.tasks}
+        runner.adaptive = dataclasses.replace(runner.adaptive, baseline=counts)
     try:
         report = run_blocking(
             functools.partial(
