@@ -47,7 +47,11 @@ def test_models_run_the_suite_once_per_model_and_gate_each(work: Path) -> None:
     assert "scripted/echo: 2/2 tasks passed" in out
     assert "scripted/yes: 1/2 tasks passed" in out
     assert "gate failed for scripted/yes: regression tasks did not pass: hello" in err
-    assert "B is worse than A on 1 task" in out.replace("\n", " ")
+    side_by_side = out.replace("\n", " ")
+    # one task 3/3 -> 0/3 is named as a new failure; alone it is not a significant change
+    # (Fisher's exact p = 0.1), and the table beside it says what each model's gate did
+    assert "Verdicts: 1 new failure (hello)" in side_by_side
+    assert "exact stratified test over 1 task, p = 0.1" in side_by_side
     with sqlite3.connect(work / "store.db") as db:
         names = sorted(row[0] for row in db.execute("select name from runs"))
     assert names == ["mx@scripted/echo", "mx@scripted/yes"]
