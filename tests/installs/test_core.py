@@ -12,6 +12,21 @@ import pytest
 from tests.installs.helpers import python, readme_python_blocks, said, trialkit, write_capitals
 
 INSTALL = "core"
+TOOLS_SUITE = """
+import sys
+
+from trialkit import Suite, Task
+from trialkit.harness.subprocess import SubprocessAgent
+
+
+def add(a: int, b: int) -> int:
+    \"\"\"Add two integers.\"\"\"
+    return a + b
+
+
+agent = SubprocessAgent([sys.executable, "-c", "print('hi')"], tools=[add])
+suite = Suite(id="tools", harness=agent, tasks=[Task(id="t", input="add")])
+"""
 
 
 @pytest.mark.parametrize("block", range(len(readme_python_blocks())))
@@ -88,15 +103,45 @@ def test_the_pytest_plugin_runs_an_eval_file(tmp_path: Path) -> None:
         (["run", "capitals.py", "--executor", "ray"], "ray"),
         (["run", "hf:data.jsonl", "--model", "scripted/echo"], "hf"),
         (["run", "capitals.py", "--store", "postgresql+psycopg://u@127.0.0.1:9/db"], "postgres"),
+        (["run", "tools.py"], "mcp"),
     ],
-    ids=["view", "openai", "anthropic", "ray", "hf", "postgres"],
+    ids=["view", "openai", "anthropic", "ray", "hf", "postgres", "mcp"],
 )
 def test_what_needs_an_extra_says_which_to_install(
     tmp_path: Path, args: list[str], extra: str
 ) -> None:
     write_capitals(tmp_path)
     (tmp_path / "data.jsonl").write_text('{"input": "hi", "target": "hi"}\n')
+    (tmp_path / "tools.py").write_text(TOOLS_SUITE, encoding="utf-8")
     done = trialkit(*args, cwd=tmp_path)
     assert done.returncode == 2, said(done)
     assert f"trialkit[{extra}]" in done.stderr, said(done)
     assert "Traceback" not in done.stderr, said(done)
+
+
+def test_what_needs_an_extra_on_a_stored_run_says_which_to_install(tmp_path: Path) -> None:
+    write_capitals(tmp_path)
+    done = trialkit("run", "capitals.py", "--json", "report.json", cwd=tmp_path)
+    assert done.returncode == 0, said(done)
+    run_id = json.loads((tmp_path / "report.json").read_text())["run"]["id"]
+    label = {"run_id": run_id, "task_id": "france", "trial": 0, "grader": "contains('paris')"}
+    (tmp_path / "labels.jsonl").write_text(json.dumps({**label, "verdict": "pass"}) + "\n")
+    langfuse = {
+        "LANGFUSE_HOST": "http://127.0.0.1:9",
+        "LANGFUSE_PUBLIC_KEY": "pk",
+        "LANGFUSE_SECRET_KEY": "sk",
+    }
+    needs = [
+        (["export", run_id, "--to", "otel", "--endpoint", "http://127.0.0.1:9"], "otel", {}),
+        (["export", run_id, "--to", "langfuse"], "otel", langfuse),
+        (["calibrate", "--labels", "labels.jsonl"], "stats", {}),
+        (
+            ["agreement", run_id, "--labels", "labels.jsonl", "--grader", label["grader"]],
+            "stats",
+            {},
+        ),
+    ]
+    for args, extra, env in needs:
+        done = trialkit(*args, cwd=tmp_path, env=env)
+        assert done.returncode == 2 and f"trialkit[{extra}]" in done.stderr, said(done)
+        assert "Traceback" not in done.stderr, said(done)
