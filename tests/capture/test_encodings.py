@@ -9,7 +9,9 @@ see the same text, and the trial's transcript must hold it.
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import json
 import zlib
 
 import httpx2
@@ -158,3 +160,39 @@ def damaged_gzip(data: bytes, *, keep: int) -> bytes:
     compressor = zlib.compressobj(wbits=31)
     start = compressor.compress(data[:keep]) + compressor.flush(zlib.Z_SYNC_FLUSH)
     return start + b"\xff" * 8
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate, gzip"])
+@pytest.mark.parametrize("module", ["httpx", "httpx2"])
+def test_a_compressed_stream_read_with_the_http_client_itself(coding: str, module: str) -> None:
+    """litellm reads through `httpx`, whose decoders return bytes (`httpx2`'s, iterators):
+    a stream read line by line, sync and async, is the same with capture as without."""
+    http = importlib.import_module(module)
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+
+    def text_of(lines: list[str]) -> str:
+        chunks = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+        return "".join(
+            c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]
+        )
+
+    with AnswerServer(default=encoded(coding)) as server:
+        url = f"{server.url}/v1/chat/completions"
+
+        def agent(prompt: str) -> str:
+            with http.Client() as client, client.stream("POST", url, json=body) as response:
+                return text_of(list(response.iter_lines()))
+
+        async def async_agent(prompt: str) -> str:
+            async with (
+                http.AsyncClient() as client,
+                client.stream("POST", url, json=body) as response,
+            ):
+                return text_of([line async for line in response.aiter_lines()])
+
+        for harness in (agent, async_agent):
+            task = Task(id="t", input="Hi", graders=[graders.contains("paris")])
+            _, trials, _ = run_trials(Suite(id="http", harness=harness, tasks=[task]), timeout=30)
+            assert errors(trials) == [] and trials[0].outcome.output == TEXT
+            (call,) = trials[0].transcript.model_calls
+            assert call.response is not None and call.response["message"]["content"] == TEXT
