@@ -14,6 +14,13 @@ written for each shape (TASKS×TRIALS: 10000x1, 100x100, 100x500, 100x1000 by de
 `--shape 1000x50`, repeatable): wall time of the whole process (start-up, loading the suite,
 the run, its report) and its peak RSS, from `wait4`.
 
+`--cli --report json` (repeatable: json, markdown, junit, html, csv) adds runs that also write
+that report file (`--json out.json`, ...). Each round runs the plain run, then each report
+run, one after another (interleaved, so a slower minute of the machine hits them all); each
+row gives the median over `--repeats` rounds and its ratio to the plain run of the same rounds:
+
+    python benchmarks/overhead.py --cli --shape 10000x1 --report json --repeats 5
+
 Figures are reported in docs/performance.md; nothing here is asserted in tests.
 """
 
@@ -106,12 +113,24 @@ suite = Suite(
 SHAPES = ["10000x1", "100x100", "100x500", "100x1000"]
 
 
-def measure_cli(tasks: int, trials: int) -> dict[str, float]:
-    """Wall seconds and peak RSS of one `trialkit run` of `tasks` × `trials`."""
+REPORTS = {
+    "json": ["--json", "report.json"],
+    "markdown": ["--markdown", "report.md"],
+    "junit": ["--junit", "report.xml"],
+    "html": ["--html", "report.html"],
+    "csv": ["--csv", "trials.csv"],
+}
+"""The report files `--report` can add to a run, by name, with the options that write them."""
+
+
+def measure_cli(tasks: int, trials: int, report: str | None = None) -> dict[str, float]:
+    """Wall seconds and peak RSS of one `trialkit run` of `tasks` × `trials` (that also writes
+    the `report` file, one of `REPORTS`, when given)."""
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         (root / "suite.py").write_text(SUITE.format(tasks=tasks, trials=trials))
         command = [sys.executable, "-m", "trialkit", "run", "suite.py:suite", "--quiet"]
+        command += REPORTS[report] if report is not None else []
         env = {**os.environ, "TRIALKIT_STORE": str(root / "bench.db")}
         began = time.perf_counter()
         child = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL)
@@ -122,6 +141,8 @@ def measure_cli(tasks: int, trials: int) -> dict[str, float]:
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode != 0:
             raise SystemExit(f"trialkit run exited {child.returncode} on {tasks}x{trials}")
+        if report is not None and not (root / REPORTS[report][1]).stat().st_size:
+            raise SystemExit(f"trialkit run wrote an empty {report} report")
         from trialkit.store import Store
 
         with Store(f"sqlite:///{root / 'bench.db'}") as store:
@@ -195,16 +216,63 @@ def main_cli(shapes: list[str], repeats: int) -> None:
         )
 
 
+def main_reports(shapes: list[str], reports: list[str], repeats: int) -> None:
+    """Each shape's plain run and its runs with each report file, interleaved round by round."""
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores: whole `trialkit run` processes, "
+        f"{repeats} interleaved rounds, medians"
+    )
+    print(
+        f"{'shape':>10} {'report':>9} {'seconds':>8} {'x plain':>8} {'CPU ms/trial':>13}"
+        f" {'peak RSS MB':>12} {'x plain':>8}"
+    )
+    for shape in shapes:
+        tasks, trials = (int(n) for n in shape.lower().split("x"))
+        variants: list[str | None] = [None, *reports]
+        rounds = [[measure_cli(tasks, trials, v) for v in variants] for _ in range(repeats)]
+        for column, variant in enumerate(variants):
+            rows = [measures[column] for measures in rounds]
+            plain = [measures[0] for measures in rounds]
+            print(
+                f"{shape:>10} {variant or '(none)':>9} {_median(rows, 'seconds'):>8.2f} "
+                f"{_median_ratio(rows, plain, 'seconds'):>8.2f} "
+                f"{_median(rows, 'cpu_ms_per_trial'):>13.3f} "
+                f"{_median(rows, 'peak_rss_mb'):>12.0f} "
+                f"{_median_ratio(rows, plain, 'peak_rss_mb'):>8.2f}",
+                flush=True,
+            )
+
+
+def _median(rows: list[dict[str, float]], key: str) -> float:
+    values = sorted(row[key] for row in rows)
+    return values[len(values) // 2]
+
+
+def _median_ratio(rows: list[dict[str, float]], plain: list[dict[str, float]], key: str) -> float:
+    """The median over rounds of each round's ratio to its own plain run."""
+    ratios = sorted(row[key] / base[key] for row, base in zip(rows, plain, strict=True))
+    return ratios[len(ratios) // 2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cli", action="store_true", help="whole `trialkit run` processes")
     parser.add_argument("--shape", action="append", help="with --cli: TASKSxTRIALS (repeatable)")
     parser.add_argument("--repeats", type=int, default=1, help="with --cli: runs of each shape")
+    parser.add_argument(
+        "--report",
+        action="append",
+        choices=sorted(REPORTS),
+        help="with --cli: also runs that write this report file, interleaved (repeatable)",
+    )
     parser.add_argument("--trials", type=int, action="append", help="trials (repeatable)")
     parser.add_argument("--agent", choices=["async", "sync"], default="async")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cli and args.report:
+        main_reports(args.shape or ["10000x1"], args.report, args.repeats)
+        return
     if args.cli:
         main_cli(args.shape or SHAPES, args.repeats)
         return

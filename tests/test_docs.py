@@ -53,6 +53,7 @@ NOT_TRIALKIT_OPTIONS = {
     "--compare",
     "--repeats",
     "--shape",  # benchmarks/overhead.py --cli --shape 10000x1
+    "--report",  # benchmarks/overhead.py --cli --report json
     "--quick",
     "--suites",
     "--no-replay",
