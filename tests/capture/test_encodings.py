@@ -9,6 +9,7 @@ see the same text, and the trial's transcript must hold it.
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import itertools
 import json
@@ -21,6 +22,7 @@ from tests.capture.helpers import errors, run_trials
 from tests.capture.sdk_calls import TEXT, Mode, Sdk, ask, ask_async, events_of, good
 from tests.fakes.answer_server import Answer, AnswerServer, Received, can_encode
 from trialkit import Suite, Task, graders
+from trialkit.capture.hook import _chain
 
 CODINGS = ["identity", "gzip", "deflate", "gzip, gzip", "deflate, gzip", "gzip, identity"]
 CODINGS += [
@@ -196,3 +198,16 @@ def test_a_compressed_stream_read_with_the_http_client_itself(coding: str, modul
             assert errors(trials) == [] and trials[0].outcome.output == TEXT
             (call,) = trials[0].transcript.model_calls
             assert call.response is not None and call.response["message"]["content"] == TEXT
+
+
+@pytest.mark.parametrize("module", ["httpx", "httpx2"])
+def test_without_the_modules_own_decoder_the_codings_are_undone_alike(module: str) -> None:
+    """The fallback for an HTTP module whose responses lack `_get_content_decoder`: the
+    module's decoders, last coding first, an unknown coding passed over as the module does."""
+    http = importlib.import_module(module)
+    data = TEXT.encode() * 50
+    compressor = zlib.compressobj(wbits=15)
+    body = compressor.compress(gzip.compress(data)) + compressor.flush()
+    chain = _chain(http, "gzip, x-unknown, deflate")
+    decoded = b"".join(chain.decode(piece) for piece in split_every(body, 7)) + chain.flush()
+    assert decoded == data

@@ -246,8 +246,7 @@ class _Decoder:
         if inner is None:
             return b""
         try:
-            data = inner.flush() if last else inner.decode(chunk)
-            return data if isinstance(data, bytes) else b"".join(data)
+            return _bytes(inner.flush() if last else inner.decode(chunk))
         except Exception as exc:
             self.fail(exc)
             return b""
@@ -258,6 +257,35 @@ class _Decoder:
             f"the body cannot be decoded (Content-Encoding: {self._name}): "
             f"{type(exc).__name__}: {exc}"
         )
+
+
+class _Chain:
+    """The codings of a Content-Encoding undone last first, those the module knows (for an
+    HTTP module without the response's own `_get_content_decoder`)."""
+
+    def __init__(self, decoders: list[Any]) -> None:
+        self._decoders = decoders
+
+    def decode(self, data: bytes) -> bytes:
+        for decoder in self._decoders:
+            data = _bytes(decoder.decode(data))
+        return data
+
+    def flush(self) -> bytes:
+        data = b""
+        for decoder in self._decoders:
+            data = _bytes(decoder.decode(data)) + _bytes(decoder.flush())
+        return data
+
+
+def _chain(module: ModuleType, encoding: str) -> _Chain:
+    known = getattr(getattr(module, "_decoders", None), "SUPPORTED_DECODERS", {})
+    codings = [c.strip().lower() for c in encoding.split(",")]
+    return _Chain([known[c]() for c in reversed(codings) if c in known and c != "identity"])
+
+
+def _bytes(data: Any) -> bytes:
+    return data if isinstance(data, bytes) else b"".join(data)
 
 
 def _feed(
@@ -295,11 +323,10 @@ class _Streams:
         name = ", ".join(values)
         if all(v.strip().lower() == "identity" for v in name.split(",") if v.strip()):
             return None
+        probe = self.module.Response(200, headers=[("content-encoding", v) for v in values])
+        make = getattr(probe, "_get_content_decoder", None)
         try:
-            probe = self.module.Response(
-                200, headers=[("content-encoding", value) for value in values]
-            )
-            inner = probe._get_content_decoder()
+            inner = make() if make is not None else _chain(self.module, name)
         except Exception as exc:  # the caller's read fails the same way (too many codings)
             decoder = _Decoder(None, call, name)
             decoder.fail(exc)
