@@ -216,12 +216,6 @@ OPENAI_KINDS = [
         stream=True,
     ),
     Kind(
-        "a stream without [DONE]",
-        lambda r: Answer(stream=events_of(r)[:-1], content_type=SSE),
-        "HTTP 200: the server ended the streamed answer before its final event",
-        stream=True,
-    ),
-    Kind(
         "a stream reset mid-way",
         stream_with(keep=3, end="reset"),
         "HTTP 200: the answer broke off: ",
@@ -316,13 +310,6 @@ ANTHROPIC_KINDS = [
             keep=4,
         ),
         "HTTP 200: the stream reported an error: Overloaded",
-        stream=True,
-        api="messages",
-    ),
-    Kind(
-        "a stream without message_stop",
-        anthropic_stream_without_stop,
-        "HTTP 200: the server ended the streamed answer before its final event",
         stream=True,
         api="messages",
     ),
@@ -422,6 +409,32 @@ def test_an_openai_answer_the_agent_swallows_is_an_error_not_a_pass(kind: Kind) 
 @pytest.mark.parametrize("kind", ANTHROPIC_KINDS, ids=[k.name for k in ANTHROPIC_KINDS])
 def test_an_anthropic_answer_the_agent_swallows_is_an_error_not_a_pass(kind: Kind) -> None:
     assert_named(kind)
+
+
+WHOLE_WITHOUT_MARKER = [
+    Kind(
+        "a chat stream with a finish reason and no [DONE]",
+        lambda r: Answer(stream=events_of(r)[:-1], content_type=SSE),
+        "",
+        stream=True,
+    ),
+    Kind(
+        "a Messages stream with a stop reason and no message_stop (LiteLLM)",
+        anthropic_stream_without_stop,
+        "",
+        stream=True,
+        api="messages",
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", WHOLE_WITHOUT_MARKER, ids=[k.name for k in WHOLE_WITHOUT_MARKER])
+def test_a_stream_whole_at_its_stop_reason_is_a_usable_answer(kind: Kind) -> None:
+    """Some servers end a stream at its finish (stop) reason and send no final marker: the
+    answer is whole, so the trial is graded. A stream cut before its finish reason is a fault
+    ("a stream the server ends before its last event" above)."""
+    trial, _ = run_kind(kind, grader="ok")
+    assert trial.verdict == "pass", trial.error
 
 
 def test_an_answer_that_came_after_a_retry_is_a_usable_answer() -> None:

@@ -96,7 +96,8 @@ def _stream_problem(
         return "the stream is not UTF-8", False
     if stream.odd is not None:
         return f"an event not of the API's shape: {stream.odd}", False
-    if ended and not stream.terminated:
+    if ended and not stream.complete:  # a finish reason ends the answer where some servers
+        # send no final marker (chat without `[DONE]`, LiteLLM's Messages without `message_stop`)
         return (
             f"the server ended the streamed answer before its final event (after "
             f"{stream.events} events)",
