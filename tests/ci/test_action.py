@@ -181,8 +181,10 @@ def test_a_regression_comments_annotates_summarizes_and_fails_then_a_fix_updates
     assert [r.path for r in posts] == [f"/repos/octo/evals/issues/{PR}/comments"]
     (comment,) = github.comments.values()
     body = comment["body"]
-    assert body.startswith("<!-- trialkit-comparison -->\n❌ **trialkit: worse than the baseline**")
-    assert "McNemar p = 0.0156" in body
+    assert body.startswith(
+        "<!-- trialkit-comparison -->\n❌ **trialkit: worse than the baseline on these tasks**"
+    )
+    assert "exact stratified test p = 0.0156" in body
     assert body.index("### New failures (7)") < body.index("<details><summary>1 other task")
     assert "[B · " in body and "(https://reports.example/pr-42/report.html)" in body
     assert f"https://github.example/octo/evals/blob/{'0123456789abcdef' * 2}" in body
@@ -209,7 +211,7 @@ def test_a_regression_comments_annotates_summarizes_and_fails_then_a_fix_updates
     patches = [r for r in github.requests if r.method == "PATCH"]
     assert [r.path for r in patches] == [f"/repos/octo/evals/issues/comments/{comment['id']}"]
     (updated,) = github.comments.values()
-    assert "no significant difference" in updated["body"]
+    assert "no significant change from the baseline on these tasks" in updated["body"]
     # Every request carried the token, and nothing printed or written shows it.
     assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in github.requests)
     written = [p.read_text(errors="replace") for p in out.iterdir()]

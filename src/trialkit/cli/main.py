@@ -69,7 +69,7 @@ COMMANDS: Mapping[str, LazyCommand] = {
     "plan": LazyCommand(
         "trialkit.cli.plan",
         "plan_command",
-        "How many tasks and trials a comparison needs to detect a given change, from a stored run.",
+        "How many tasks and trials a comparison needs to detect a change of pass rate.",
     ),
     "regrade": LazyCommand(
         "trialkit.cli.regrade",
