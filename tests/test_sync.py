@@ -66,3 +66,26 @@ print(in_event_loop(), asyncio.run(nested()))
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False (True, None)"
+
+
+def test_a_loop_running_outside_any_task_is_seen() -> None:
+    """A loop's callback runs with the loop running and no current task (Playwright's sync API
+    calls user code so): a sync run there must go beside the loop, not try to start one."""
+    loop = asyncio.new_event_loop()
+    seen: list[object] = []
+
+    def callback() -> None:
+        try:
+            seen.append(in_event_loop())
+            seen.append(run_blocking(anyio.lowlevel.checkpoint))
+        except BaseException as exc:
+            seen.append(exc)
+        finally:
+            loop.stop()
+
+    loop.call_soon(callback)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+    assert seen == [True, None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -12,7 +13,15 @@ T = TypeVar("T")
 
 
 def in_event_loop() -> bool:
-    """Whether this thread is running an event loop (an async test, a Jupyter cell)."""
+    """Whether this thread is running an event loop (an async test, a Jupyter cell, or a
+    library that drives a loop from sync code, as Playwright's sync API does: its loop runs
+    while no task of it is current, which anyio's detection does not see)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return True
     try:
         anyio.current_time()  # asks the loop of this thread, through anyio's own detection
     except RuntimeError:  # anyio.NoEventLoopError (sniffio's error under anyio before 4.11)
