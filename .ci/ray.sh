@@ -46,6 +46,10 @@ fi
 ip netns exec "$namespace" ip link set lo up
 
 export RAY_USAGE_STATS_ENABLED=0
+# A home of Ray's own: a ~/.ray/auth_token that a local `ray.init()` of this user left behind
+# turns on token authentication in a new head node, which then refuses the second node.
+export HOME="${TRIALKIT_RAY_HOME:-/tmp/trialkit-ray-home}"
+mkdir -p "$HOME"
 listening() { ip netns exec "$namespace" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; }
 if ! listening; then
   log "starting a Ray head node (no CPUs) on 127.0.0.1:$port in namespace $namespace"

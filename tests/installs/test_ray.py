@@ -13,7 +13,12 @@ INSTALL = "ray"
 
 def test_a_run_on_a_local_ray_cluster(tmp_path: Path) -> None:
     write_capitals(tmp_path)
-    env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ADDRESS": ""}
+    # A home of its own: a local Ray cluster writes ~/.ray/auth_token, and a token left there
+    # turns on token authentication for every later `ray start --head` of this user (.ci/ray.sh's
+    # second node was then refused by its head).
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ADDRESS": "", "HOME": str(home)}
     done = trialkit(
         "run", "capitals.py", "--executor", "ray", "--json", "report.json",
         cwd=tmp_path, env=env,
