@@ -104,7 +104,7 @@ def compare(kind: str, rates: list[float], suites: int, fixed: int, adaptive: ob
 
 
 def main() -> None:
-    from trialkit.adaptive import Adaptive
+    from trialkit.run.adaptive import Adaptive
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", type=int, default=40)

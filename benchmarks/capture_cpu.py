@@ -206,7 +206,7 @@ def _trialkit_run(
     from trialkit import Runner
     from trialkit.loaders.target import load_target
     from trialkit.models.cassette import Cassette
-    from trialkit.progress import Progress
+    from trialkit.run.progress import Progress
     from trialkit.store import Store
 
     os.environ["CAPTURE_TRIALS"] = str(total)

@@ -115,7 +115,7 @@ def child(kind: str, url: str) -> None:
 
     from trialkit import Suite, Task
     from trialkit.models.cassette import CacheMode, Cassette
-    from trialkit.runner import Runner
+    from trialkit.run.runner import Runner
 
     def agent(prompt: str) -> str:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-bench", max_retries=0)

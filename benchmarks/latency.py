@@ -201,7 +201,7 @@ def _run_suite(
     from trialkit import Runner
     from trialkit.loaders.target import load_target
     from trialkit.models.cassette import CacheMode, Cassette
-    from trialkit.progress import Progress
+    from trialkit.run.progress import Progress
     from trialkit.store import Store
 
     os.environ["LATENCY_URL"], os.environ["LATENCY_TRIALS"] = url, str(total)

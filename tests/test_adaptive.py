@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trialkit import Runner, Suite, Task, TrialContext, graders, run_sync
-from trialkit.adaptive import Adaptive, AdaptiveQueue
+from trialkit.run.adaptive import Adaptive, AdaptiveQueue
 from trialkit.score import Verdict
 from trialkit.store import Store
 from trialkit.task import SuiteKind

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from trialkit import Runner, Suite, Task, graders, run_sync
-from trialkit.adaptive import SETTLED, Adaptive, change, settled
 from trialkit.cli.main import cli
+from trialkit.run.adaptive import SETTLED, Adaptive, change, settled
 from trialkit.store import Store
 from trialkit.task import SuiteKind
 

@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from trialkit import Runner, Suite, Task
-from trialkit.adaptive import Adaptive
 from trialkit.cli.main import cli
 from trialkit.loaders.errors import SuiteFileError
 from trialkit.loaders.suite_file import load_suite_file
 from trialkit.models.base import GenerationConfig
+from trialkit.run.adaptive import Adaptive
 from trialkit.task import MAX_ID_CHARS, MAX_TIMEOUT_S, MAX_TRIALS, SuiteError
 
 BAD_IDS = ["a/b", "a#b", "tab\there", "new\nline", "del\x7f", "c1\x85", "nul\x00", "", "  "]

@@ -1,5 +1,5 @@
 """What a finished trial leaves in the process is bounded: a run holds running figures, not
-its trials (`trialkit.tally`), so memory does not grow with the number of trials."""
+its trials (`trialkit.run.tally`), so memory does not grow with the number of trials."""
 
 from __future__ import annotations
 

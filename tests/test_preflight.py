@@ -157,7 +157,7 @@ def test_auto_needs_the_model_until_the_cassette_holds_its_calls(tmp_path: Path)
     other = Suite(id="s", model="openai/other", tasks=[Task(id="t", input="x")])
     with pytest.raises(SuiteError, match="openai/other: no API key"):
         run_sync(other, cassette=cassette)  # recordings of another model do not count
-    from trialkit.preflight import replaying
+    from trialkit.run.preflight import replaying
 
     assert replaying(cassette, "openai/gpt-4o-mini")
     assert not replaying(Cassette(tmp_path / "cassette", CacheMode.RECORD), "openai/gpt-4o-mini")

@@ -227,4 +227,4 @@ def test_importing_trialkit_imports_none_of_it() -> None:
         "import sys, trialkit; print(sorted(m for m in sys.modules if m.startswith('trialkit.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['trialkit._lazy', 'trialkit._version']"
+    assert out.stdout.strip() == "['trialkit._lazy', 'trialkit._moved', 'trialkit._version']"

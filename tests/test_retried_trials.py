@@ -10,10 +10,10 @@ import pytest
 from rich.console import Console
 
 from trialkit import Suite, Task, TrialContext, graders, run_sync
-from trialkit.regrade import regrade_sync
 from trialkit.reports.json import write_json_report
 from trialkit.reports.terminal import render_terminal
-from trialkit.retries import record_retries, retry_note
+from trialkit.run.regrade import regrade_sync
+from trialkit.run.retries import record_retries, retry_note
 from trialkit.score import Verdict
 from trialkit.store import Store
 

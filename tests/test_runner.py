@@ -24,7 +24,7 @@ from trialkit import (
     run_sync,
 )
 from trialkit.reports import _format as f
-from trialkit.runner import EmptySelection
+from trialkit.run.runner import EmptySelection
 from trialkit.task import SuiteError
 from trialkit.transcript import ModelCall, Turn
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from trialkit import Runner, Suite, Task, graders, run_sync
 from trialkit.cli.main import cli
 from trialkit.models.cassette import CacheMode
-from trialkit.settings import RunSettings, SettingsError
+from trialkit.run.settings import RunSettings, SettingsError
 
 SUITE_PY = """
 from trialkit import Suite, Task, graders

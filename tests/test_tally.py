@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from trialkit import metrics
 from trialkit.outcome import Outcome
 from trialkit.report import TrialResult
+from trialkit.run.tally import ExactSum, TaskTally
 from trialkit.score import Score, Verdict
-from trialkit.tally import ExactSum, TaskTally
 from trialkit.transcript import Usage
 from trialkit.trial import Trial, TrialStatus
 

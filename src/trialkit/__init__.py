@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from trialkit import _moved
 from trialkit._lazy import lazy_exports
 from trialkit._version import __version__
 
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
     from trialkit.outcome import Outcome as Outcome
     from trialkit.outcome import WorkspaceDiff as WorkspaceDiff
     from trialkit.report import Report as Report
-    from trialkit.runner import Runner as Runner
-    from trialkit.runner import run_sync as run_sync
+    from trialkit.run.runner import Runner as Runner
+    from trialkit.run.runner import run_sync as run_sync
     from trialkit.score import Assertion as Assertion
     from trialkit.score import Score as Score
     from trialkit.score import Verdict as Verdict
@@ -66,8 +67,8 @@ _ORIGINS = {
     "Outcome": "trialkit.outcome",
     "WorkspaceDiff": "trialkit.outcome",
     "Report": "trialkit.report",
-    "Runner": "trialkit.runner",
-    "run_sync": "trialkit.runner",
+    "Runner": "trialkit.run.runner",
+    "run_sync": "trialkit.run.runner",
     "Assertion": "trialkit.score",
     "Score": "trialkit.score",
     "Verdict": "trialkit.score",
@@ -126,3 +127,5 @@ __all__ = [
 
 if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all __getattr__
     __getattr__, __dir__ = lazy_exports(__name__, _ORIGINS)
+
+_moved.install()

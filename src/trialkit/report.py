@@ -27,7 +27,7 @@ from trialkit.transcript import Usage
 from trialkit.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
-    from trialkit.tally import TaskTally
+    from trialkit.run.tally import TaskTally
     from trialkit.task import Task
 
 REPORT_SCHEMA_VERSION = 1
@@ -402,14 +402,14 @@ class TaskTotals:
 
 def measures_of(results: Sequence[TrialResult]) -> Measures:
     """Mean score and latency percentiles of `results`."""
-    from trialkit.tally import run_measures, tally
+    from trialkit.run.tally import run_measures, tally
 
     return run_measures([tally(results, 0)])
 
 
 def totals_of(results: Sequence[TrialResult]) -> TaskTotals:
     """`results` counted and summed, as a running `TaskTally` counts them."""
-    from trialkit.tally import tally
+    from trialkit.run.tally import tally
 
     return tally(results, 0).totals()
 
@@ -417,7 +417,7 @@ def totals_of(results: Sequence[TrialResult]) -> TaskTotals:
 def build_task_report(
     plan: TaskPlan, results: Sequence[TrialResult], *, max_results: int = MAX_RESULTS_PER_TASK
 ) -> TaskReport:
-    from trialkit.tally import tally
+    from trialkit.run.tally import tally
 
     return tallied_task_report(plan, tally(results, max_results))
 
@@ -581,7 +581,7 @@ def build_report(
     max_results: int = MAX_RESULTS_PER_TASK,
 ) -> Report:
     """Aggregate trial results into a report; tasks keep the order of `plans`."""
-    from trialkit.tally import tally
+    from trialkit.run.tally import tally
 
     tallies = {p.id: tally(results.get(p.id, []), max_results) for p in plans}
     return tallied_report(run, suite, plans, tallies)
@@ -590,9 +590,9 @@ def build_report(
 def tallied_report(
     run: RunInfo, suite: SuiteInfo, plans: Sequence[TaskPlan], tallies: dict[str, TaskTally]
 ) -> Report:
-    """The report of a run from the tallies of its tasks' trials (`trialkit.tally`), which
+    """The report of a run from the tallies of its tasks' trials (`trialkit.run.tally`), which
     `plans` all have; tasks keep the order of `plans`."""
-    from trialkit.tally import run_measures
+    from trialkit.run.tally import run_measures
 
     tasks = [tallied_task_report(p, tallies[p.id]) for p in plans]
     return assemble_report(run, suite, tasks, run_measures([tallies[p.id] for p in plans]))

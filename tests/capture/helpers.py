@@ -10,7 +10,7 @@ import anyio
 from trialkit import Suite
 from trialkit.exporters.base import Exporter
 from trialkit.report import Report
-from trialkit.runner import Runner
+from trialkit.run.runner import Runner
 from trialkit.trial import Trial
 
 KEY = "sk-test-capture-0123456789abcdefghij"

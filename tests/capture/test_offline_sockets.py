@@ -88,7 +88,7 @@ BETWEEN_TRIALS = textwrap.dedent(
     import anyio
     from trialkit import Suite, Task, graders
     from trialkit.exporters.base import Exporter
-    from trialkit.runner import Runner
+    from trialkit.run.runner import Runner
 
     jobs = queue.Queue()
 

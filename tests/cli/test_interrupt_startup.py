@@ -50,13 +50,13 @@ suite = Suite(id="s", harness=lambda prompt: "yes", tasks=[
     "stage",
     [
         "trialkit.cli.run",  # the command's module, imported when the command is looked up
-        "trialkit.settings",  # the run's settings, parsed
+        "trialkit.run.settings",  # the run's settings, parsed
         "trialkit.loaders.target",  # loading the suite
         "helper_of_the_suite",  # what the suite file imports
-        "trialkit.runner",  # the runner
-        "trialkit.preflight",  # the preflight of the models
+        "trialkit.run.runner",  # the runner
+        "trialkit.run.preflight",  # the preflight of the models
         "trialkit.store.migrations",  # opening the store
-        "trialkit._writer",  # the start of the run
+        "trialkit.run._writer",  # the start of the run
     ],
 )
 def test_ctrl_c_at_start_up_exits_130_with_one_line(tmp_path: Path, stage: str) -> None:

@@ -15,8 +15,8 @@ from trialkit import Suite, Task, graders
 from trialkit._record import ErrorInfo
 from trialkit.cli.main import cli
 from trialkit.outcome import Outcome
-from trialkit.regrade import RegradeError, regrade_sync, source_suite
 from trialkit.report import RunInfo, SuiteInfo, TaskPlan
+from trialkit.run.regrade import RegradeError, regrade_sync, source_suite
 from trialkit.sandbox import netns
 from trialkit.score import Score, Verdict
 from trialkit.store import Store

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from trialkit import Suite, Task
 from trialkit._errors import RunFailed
 from trialkit.cli.main import cli
-from trialkit.runner import Runner, run_sync
+from trialkit.run.runner import Runner, run_sync
 from trialkit.store import StoreError
 
 SUITE = """

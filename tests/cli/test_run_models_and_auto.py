@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from trialkit import Suite, Task, graders
 from trialkit.cli.main import cli
-from trialkit.matrix import run_models
+from trialkit.run.matrix import run_models
 from trialkit.store import Store
 
 SUITE = """

@@ -36,7 +36,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 """
 
 NOT_FOR_RUNS = [
-    "trialkit.runner",
+    "trialkit.run.runner",
     "trialkit.harness",
     "trialkit.loaders.suite_file",
     "trialkit.reports.html",
@@ -88,6 +88,7 @@ def test_version_and_help_import_no_command(option: str) -> None:
     assert command_modules(modules) == []
     assert [m for m in modules if m.startswith("trialkit.")] == [
         "trialkit._lazy",
+        "trialkit._moved",
         "trialkit._version",
         "trialkit.cli",
         "trialkit.cli.main",

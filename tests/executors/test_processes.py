@@ -18,11 +18,11 @@ import pytest
 from tests.fakes.provider_server import ProviderServer
 from trialkit import Runner, Suite, Task
 from trialkit._errors import RunFailed
-from trialkit.adaptive import Adaptive
 from trialkit.executors import WorkerError
 from trialkit.loaders.target import load_target
 from trialkit.models.cassette import CacheMode, Cassette
 from trialkit.report import Report
+from trialkit.run.adaptive import Adaptive
 from trialkit.store import Store
 from trialkit.task import SuiteError
 

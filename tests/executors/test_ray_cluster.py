@@ -33,7 +33,7 @@ from trialkit.executors.ray_runtime import localise, parse_names, shipped_folder
 from trialkit.loaders.target import SuiteSource, load_target
 from trialkit.models.cassette import Cassette, CassetteError
 from trialkit.report import Report
-from trialkit.settings import RunSettings, SettingsError
+from trialkit.run.settings import RunSettings, SettingsError
 from trialkit.store import Store
 
 HIDDEN_VAR = "TRIALKIT_TEST_RAY_HIDDEN"

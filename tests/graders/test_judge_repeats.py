@@ -17,8 +17,8 @@ from trialkit.consistency import of_trials, to_config
 from trialkit.graders.base import run_grader
 from trialkit.graders.judge import judge
 from trialkit.models import ModelRequest, ScriptedModel
-from trialkit.regrade import regrade_sync
 from trialkit.reports.terminal import render_terminal
+from trialkit.run.regrade import regrade_sync
 from trialkit.store import Store
 
 RUBRIC = "Names Paris as the capital of France."

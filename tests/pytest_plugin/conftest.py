@@ -18,7 +18,7 @@ import trialkit.capture.hook
 import trialkit.loaders.suite_file
 import trialkit.loaders.target
 import trialkit.pytest_plugin.plugin
-import trialkit.runner_session  # noqa: F401
+import trialkit.run.session  # noqa: F401
 from trialkit.store import Store, resolve_store_url
 
 AGENT = '''

@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from trialkit._record import ErrorInfo
-from trialkit.adaptive import CAP
 from trialkit.cli.main import cli
 from trialkit.report import RunInfo
 from trialkit.reports.html import render_html
 from trialkit.reports.json import load_json_report
+from trialkit.run.adaptive import CAP
 from trialkit.score import Score, Verdict
 
 from ._factory import (

@@ -155,7 +155,7 @@ def run_library(out: Path, tasks: list[str], concurrency: int) -> None:
     import anyio
 
     from tests.sandbox.probe_suite import suite
-    from trialkit.runner import Runner
+    from trialkit.run.runner import Runner
 
     runner = Runner(offline=True, concurrency=concurrency, task_ids=tasks)
     report = anyio.run(runner.run, suite)

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from tests.store.conftest import postgres_schema_url
 from trialkit import Suite, Task
 from trialkit._errors import RunFailed
-from trialkit.runner import Runner
+from trialkit.run.runner import Runner
 from trialkit.store import Store
 from trialkit.store.writer_process import MODE_ENV_VAR
 

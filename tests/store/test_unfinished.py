@@ -4,9 +4,9 @@ and stored as errors that every report counts (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 from trialkit import Suite, Task, graders
-from trialkit.adaptive import Adaptive
 from trialkit.report import TaskPlan
-from trialkit.runner import run_sync
+from trialkit.run.adaptive import Adaptive
+from trialkit.run.runner import run_sync
 from trialkit.score import Verdict
 from trialkit.store import Store
 from trialkit.store.resume import load_run

@@ -32,8 +32,8 @@ def run_matrix(
     from rich.text import Text
 
     from trialkit._sync import run_blocking
-    from trialkit.matrix import run_models
     from trialkit.reports._table import print_line
+    from trialkit.run.matrix import run_models
 
     reports = run_blocking(
         lambda: run_models(suite, models, settings=settings, store=store, progress=progress)

@@ -16,7 +16,7 @@ from trialkit.cli._common import (
     stdout_console,
     store_option,
 )
-from trialkit.settings import RunSettings, SettingsError
+from trialkit.run.settings import RunSettings, SettingsError
 
 if TYPE_CHECKING:
     from trialkit.task import Suite
@@ -101,9 +101,9 @@ def regrade_command(
     allows.
     """
     from trialkit._sync import run_blocking
-    from trialkit.regrade import regrade
     from trialkit.reports import render_terminal
     from trialkit.reports._gate import gate_text
+    from trialkit.run.regrade import regrade
     from trialkit.store.resume import load_run
 
     try:
@@ -145,7 +145,7 @@ def _load(config: dict[str, Any], target: str | None, run_id: str) -> Suite:
     """The suite, or every problem of a bad suite file on its own line (exit 2)."""
     from trialkit.cli.validate import fail_with_problems
     from trialkit.loaders.errors import SuiteFileError
-    from trialkit.regrade import source_suite
+    from trialkit.run.regrade import source_suite
 
     try:
         return source_suite(config, target, run_id=run_id)

@@ -29,8 +29,8 @@ from trialkit.cli._common import (
 from trialkit.cli._junit import junit_options
 from trialkit.cli._matrix import parse_models, run_matrix
 from trialkit.cli._offline import confine_offline
-from trialkit.rerun import RERUN_CHOICES, RerunOnly
-from trialkit.settings import RunSettings, SettingsError
+from trialkit.run.rerun import RERUN_CHOICES, RerunOnly
+from trialkit.run.settings import RunSettings, SettingsError
 
 
 def parse_settings(**options: Any) -> RunSettings:
@@ -337,9 +337,9 @@ def run_command(
     stored).
     """
     from trialkit.executors.ray_runtime import parse_names
-    from trialkit.progress import Progress, progress_for
     from trialkit.reports import render_terminal
-    from trialkit.runner import Runner
+    from trialkit.run.progress import Progress, progress_for
+    from trialkit.run.runner import Runner
 
     settings = parse_settings(
         trials=trials,
@@ -395,7 +395,7 @@ def run_command(
                 f"--models does not go with {', '.join(refused)}: each model gets its own run; "
                 "`trialkit report RUN` writes any run's reports"
             )
-        from trialkit.matrix import check_models_runs
+        from trialkit.run.matrix import check_models_runs
 
         chosen = parse_models(models)
         check_models_runs(suite, chosen, settings=settings)

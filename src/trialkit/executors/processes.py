@@ -41,8 +41,8 @@ from trialkit.transcript import ModelCall
 from trialkit.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
-    from trialkit.run_trial import PlannedTask
-    from trialkit.runner import Runner
+    from trialkit.run.runner import Runner
+    from trialkit.run.trial import PlannedTask
 
 MAX_DEATHS = 5
 """Worker deaths a run survives (each is replaced); one more fails the run."""

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialkit.executors.processes import WorkerError
-from trialkit.settings import SettingsError
+from trialkit.run.settings import SettingsError
 
 if TYPE_CHECKING:
     from trialkit.loaders.target import SuiteSource

@@ -88,7 +88,7 @@ class _Worker:
         from trialkit.loaders.target import load_target
         from trialkit.models.cassette import Cassette
         from trialkit.models.retry import RetryPolicy
-        from trialkit.runner import Runner
+        from trialkit.run.runner import Runner
 
         sys.path[:] = [*setup["sys_path"], *(p for p in sys.path if p not in setup["sys_path"])]
         source = setup["source"]

@@ -116,7 +116,7 @@ def finish_stored(
     """End the stored run `run_id`: its planned trials that never finished stored as errors
     (unless pytest was interrupted, which ends the run `interrupted`), its status decided from
     the store. Returns its report and the notices to show."""
-    from trialkit.runner_session import finish_stored_run
+    from trialkit.run.session import finish_stored_run
     from trialkit.store.unfinished import store_unfinished, unfinished_tasks
 
     notices: list[str] = []

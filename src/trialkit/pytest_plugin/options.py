@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from trialkit.settings import RunSettings
+    from trialkit.run.settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ class RawOptions:
 
 def run_settings(raw: RawOptions) -> RunSettings:
     """The `RunSettings` of the options; a bad value is a `pytest.UsageError` naming it."""
-    from trialkit.settings import DEFAULT_CONCURRENCY, RunSettings
+    from trialkit.run.settings import DEFAULT_CONCURRENCY, RunSettings
     from trialkit.task import SuiteError, timeout_problem
 
     names = {option.name: raw.where.get(option.name, option.flag) for option in OPTIONS}

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
     from trialkit.pytest_plugin.collect import TaskItem
     from trialkit.report import Report, TaskReport
-    from trialkit.runner_session import RunSession
-    from trialkit.settings import RunSettings
+    from trialkit.run.session import RunSession
+    from trialkit.run.settings import RunSettings
     from trialkit.store import Store
     from trialkit.task import Suite
 
@@ -189,8 +189,8 @@ class PluginState:
             raise TrialsErrored(entry.problem)
         if entry.session is not None:
             return entry.session
-        from trialkit.runner import Runner
-        from trialkit.runner_session import RunSession
+        from trialkit.run.runner import Runner
+        from trialkit.run.session import RunSession
         from trialkit.task import SuiteError
 
         try:

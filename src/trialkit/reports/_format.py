@@ -206,7 +206,7 @@ def adaptive_note(report: Report) -> tuple[str, str] | None:
     policy = report.run.config.get("adaptive")
     if not policy:
         return None
-    from trialkit.adaptive import CAP, FIRST_FAILURE, NARROW
+    from trialkit.run.adaptive import CAP, FIRST_FAILURE, NARROW
 
     reasons = [t.stopped or "" for t in report.tasks]
     counts = [

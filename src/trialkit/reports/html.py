@@ -21,7 +21,7 @@ from trialkit.consistency import consistency_notes
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._gate import calls_text, gate_headline
-from trialkit.retries import retry_note
+from trialkit.run.retries import retry_note
 from trialkit.score import Assertion, Verdict
 
 OUTPUT_EXCERPT_CHARS = 2000

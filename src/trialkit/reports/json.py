@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from trialkit.consistency import summary_fields as consistency_fields
 from trialkit.report import REPORT_SCHEMA_VERSION, Report
 from trialkit.reports._gate import calls_json, gate_json
-from trialkit.retries import summary_fields as retry_fields
+from trialkit.run.retries import summary_fields as retry_fields
 from trialkit.secrets import held, redact
 
 if TYPE_CHECKING:

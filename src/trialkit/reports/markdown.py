@@ -14,7 +14,7 @@ from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._budget import STEP_SUMMARY_LIMIT, Part, Row, Section, fit
 from trialkit.reports._gate import calls_text, gate_headline
-from trialkit.retries import retry_note
+from trialkit.run.retries import retry_note
 from trialkit.score import Assertion, Verdict
 from trialkit.task import SuiteKind
 

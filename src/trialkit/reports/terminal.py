@@ -15,7 +15,7 @@ from trialkit.consistency import consistency_notes
 from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._table import Column, print_figures, print_line, print_table
-from trialkit.retries import retry_note
+from trialkit.run.retries import retry_note
 from trialkit.score import Assertion, Verdict
 
 OUTPUT_EXCERPT_CHARS = 400

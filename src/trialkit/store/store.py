@@ -219,7 +219,7 @@ class Store:
     def finish_run(self, run: RunInfo, *, report: Report | None = None) -> None:
         """Record a run's end: its status, `finished_at` and config; a run that ended has its
         report kept (`kept_reports`). `report` is the run's report as the process that ran it
-        made it (from the same trials, see `trialkit.tally`): kept instead of computed again
+        made it (from the same trials, see `trialkit.run.tally`): kept instead of computed again
         when it covers every trial stored."""
         with self._write(f"finish run {run.id!r}") as conn:
             result = conn.execute(update(runs).where(runs.c.id == run.id), rows.run_update(run))

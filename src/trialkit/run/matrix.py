@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from trialkit.progress import Progress
 from trialkit.report import Report
-from trialkit.runner import Runner
-from trialkit.settings import RunSettings
+from trialkit.run.progress import Progress
+from trialkit.run.runner import Runner
+from trialkit.run.settings import RunSettings
 from trialkit.task import Suite
 from trialkit.trial import Trial
 

@@ -1,7 +1,7 @@
 """Regrade a stored run: score its trials again with the suite's current graders.
 
 The agent does not run again. Each stored trial's transcript and outcome are graded as a trial
-is (`trialkit.run_trial`), and the result is a new run in the same store that names the run it
+is (`trialkit.run.trial`), and the result is a new run in the same store that names the run it
 regraded (`config["regrade_of"]`); the old run is never changed.
 
 What is graded again (DESIGN §2): a trial that completed, and a trial that errored or timed
@@ -29,7 +29,6 @@ import anyio.to_thread
 
 from trialkit._record import ErrorInfo
 from trialkit._sync import run_blocking
-from trialkit._writer import TrialWriter
 from trialkit.capture.calls import flush_held
 from trialkit.capture.scope import offline_config
 from trialkit.consistency import CONFIG_KEY as CONSISTENCY_KEY
@@ -39,13 +38,14 @@ from trialkit.graders.base import GradeContext, Grader, trial_verdict
 from trialkit.graders.human import human
 from trialkit.models.context import ModelSettings, calls_as, use_settings
 from trialkit.models.pricing import run_calls_summary
-from trialkit.preflight import check_models, judge_models
 from trialkit.report import Report, RunInfo
-from trialkit.retries import CONFIG_KEY as RETRIED_KEY
-from trialkit.retries import record_retries, retried_of
-from trialkit.run_trial import _COMPLETED, PlannedTask, _cost, _grade, _grader_cost
+from trialkit.run._writer import TrialWriter
+from trialkit.run.preflight import check_models, judge_models
+from trialkit.run.retries import CONFIG_KEY as RETRIED_KEY
+from trialkit.run.retries import record_retries, retried_of
+from trialkit.run.settings import RunSettings
+from trialkit.run.trial import _COMPLETED, PlannedTask, _cost, _grade, _grader_cost
 from trialkit.score import Score, Verdict
-from trialkit.settings import RunSettings
 from trialkit.task import Suite, SuiteError
 from trialkit.transcript import TranscriptRecorder, Usage, activate, deactivate
 from trialkit.trial import Trial, TrialStatus
@@ -145,7 +145,7 @@ async def regrade(
     `RegradeError` (nothing stored) for a task of the run the suite no longer has, a grader
     name no task has, or another suite than the run's.
     """
-    from trialkit.runner import Runner, new_run_id
+    from trialkit.run.runner import Runner, new_run_id
     from trialkit.store.resume import load_run
 
     settings = settings or RunSettings()

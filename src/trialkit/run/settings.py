@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from trialkit.task import SuiteError, timeout_problem, trials_problem
 
 if TYPE_CHECKING:
-    from trialkit.adaptive import Adaptive
     from trialkit.models.cassette import Cassette
     from trialkit.models.retry import RetryPolicy
+    from trialkit.run.adaptive import Adaptive
 
 DEFAULT_CONCURRENCY = 10
 Executor = Literal["local", "ray"]
@@ -161,7 +161,7 @@ def parse_trials(
     names = names or _OptionNames({})
     text = str(trials).strip() if trials is not None else None
     if text is not None and text.lower() == "auto":
-        from trialkit.adaptive import Adaptive
+        from trialkit.run.adaptive import Adaptive
 
         policy = Adaptive()
         return None, Adaptive(max_trials=max_trials, precision=precision or policy.precision)

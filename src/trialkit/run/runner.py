@@ -21,8 +21,6 @@ import anyio.to_thread
 from trialkit._errors import RunFailed, find
 from trialkit._gc import fewer_collections
 from trialkit._sync import run_blocking
-from trialkit._writer import TrialWriter
-from trialkit.adaptive import Adaptive, AdaptiveQueue
 from trialkit.capture.scope import offline_config, offline_run
 from trialkit.consistency import CONFIG_KEY as CONSISTENCY_KEY
 from trialkit.consistency import ConsistencyTally
@@ -39,7 +37,6 @@ from trialkit.models.base import Model
 from trialkit.models.context import ModelSettings, use_settings
 from trialkit.models.pricing import Budget, run_calls_summary
 from trialkit.models.retry import RetryPolicy
-from trialkit.preflight import check_executor, check_models, judge_models
 from trialkit.report import (
     MAX_RESULTS_PER_TASK,
     Report,
@@ -48,19 +45,22 @@ from trialkit.report import (
     TaskPlan,
     tallied_report,
 )
-from trialkit.retries import CONFIG_KEY as RETRIED_KEY
-from trialkit.retries import record_retries, retried_of, retry_attempts
-from trialkit.run_trial import PlannedTask, TrialRunner, model_name
+from trialkit.run._writer import TrialWriter
+from trialkit.run.adaptive import Adaptive, AdaptiveQueue
+from trialkit.run.preflight import check_executor, check_models, judge_models
+from trialkit.run.retries import CONFIG_KEY as RETRIED_KEY
+from trialkit.run.retries import record_retries, retried_of, retry_attempts
+from trialkit.run.settings import RunSettings
+from trialkit.run.tally import TaskTally
+from trialkit.run.trial import PlannedTask, TrialRunner, model_name
 from trialkit.score import Verdict
-from trialkit.settings import RunSettings
-from trialkit.tally import TaskTally
 from trialkit.task import Suite, SuiteError, Task
 from trialkit.trial import Trial
 
 if TYPE_CHECKING:
     from trialkit.exporters.base import Exporter
-    from trialkit.progress import Progress
-    from trialkit.rerun import RerunOnly
+    from trialkit.run.progress import Progress
+    from trialkit.run.rerun import RerunOnly
     from trialkit.store import Store
 
 
@@ -140,7 +140,7 @@ class Runner:
         """The thresholds of `Report.gate()`, kept with the run so every report of it (even one
         written later by `trialkit report`) states the same verdict."""
         self.adaptive = settings.adaptive
-        """Sample each task only while it is undecided (see `trialkit.adaptive`)."""
+        """Sample each task only while it is undecided (see `trialkit.run.adaptive`)."""
         executor = settings.executor
         self.executor = executor
         """Where trials run: `local` (this process, or worker processes) or `ray`."""
@@ -334,7 +334,7 @@ class Runner:
 
     async def _rerun_selection(self, suite: Suite, run_id: str, only: RerunOnly) -> tuple[str, ...]:
         """`--task` patterns for exactly the tasks of stored run `run_id` that `only` names."""
-        from trialkit.rerun import exact_pattern, rerun_tasks
+        from trialkit.run.rerun import exact_pattern, rerun_tasks
 
         if self.store is None:
             raise SuiteError("rerunning a run needs the store it was written to")
@@ -487,7 +487,7 @@ class Runner:
     ) -> Report | None:
         """Run the `todo` trials on bounded workers, store and export each, and close the run.
 
-        `tallies` keep what a report needs of each trial (`trialkit.tally`: running figures,
+        `tallies` keep what a report needs of each trial (`trialkit.run.tally`: running figures,
         not the trials), for the tasks they have a tally of. With `plans` (every task of the
         run, each with a tally), the run's report is made from them when it ends, handed to
         the store to keep (it need not compute it again) and returned.
@@ -680,7 +680,7 @@ def _stored_baseline(value: Any) -> dict[str, tuple[int, int]] | None:
 
 def _record_retries(store: Store, run: RunInfo, retried: set[tuple[str, int]]) -> None:
     """Keep in the run which trials were run again after an error, and the first-attempt
-    figures (`trialkit.retries`)."""
+    figures (`trialkit.run.retries`)."""
     from trialkit.store.resume import stored_verdicts
 
     value = record_retries(retried_of(run.config), retried, stored_verdicts(store, run.id))

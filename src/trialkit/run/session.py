@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 import anyio.to_thread
 
-from trialkit._writer import TrialWriter
 from trialkit.models.context import use_settings
 from trialkit.report import (
     Report,
@@ -30,8 +29,9 @@ from trialkit.report import (
     build_report,
     build_task_report,
 )
-from trialkit.run_trial import PlannedTask
-from trialkit.runner import EmptySelection, Runner, new_run_id
+from trialkit.run._writer import TrialWriter
+from trialkit.run.runner import EmptySelection, Runner, new_run_id
+from trialkit.run.trial import PlannedTask
 from trialkit.trial import Trial
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ class RunSession:
         cassette = self.model_settings.cassette
         if cassette is not None and self._opened:
             if cassette.mode == "record" and not cassette.used_keys():
-                from trialkit.runner import _nothing_recorded
+                from trialkit.run.runner import _nothing_recorded
 
                 capture = self.model_settings.capture
                 self.runner.notices.append(_nothing_recorded(cassette.root, capture))
