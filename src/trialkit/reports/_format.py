@@ -9,12 +9,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trialkit._record import ErrorInfo
-from trialkit.report import Report, Summary, TaskReport, TrialResult
 from trialkit.score import Assertion, Score, Verdict
 from trialkit.transcript import Usage
 from trialkit.trial import TrialStatus
+
+if TYPE_CHECKING:
+    from trialkit.report import Report, Summary, TaskReport, TrialResult
 
 NA = "n/a"
 

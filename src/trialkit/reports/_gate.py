@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trialkit.report import Gate, Report
+if TYPE_CHECKING:
+    from trialkit.report import Gate, Report
 
 CALLS = {
     "live": "live: every model call went to the model (no cassette)",

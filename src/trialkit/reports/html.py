@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trialkit._record import ErrorInfo
 from trialkit.consistency import consistency_notes
-from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._gate import calls_text, gate_headline
 from trialkit.run.retries import retry_note
 from trialkit.score import Assertion, Verdict
+
+if TYPE_CHECKING:
+    from trialkit.report import Report, TaskReport, TrialResult
 
 OUTPUT_EXCERPT_CHARS = 2000
 """Twice the Markdown report's excerpt: a page scrolls, a CI job summary has a size limit."""

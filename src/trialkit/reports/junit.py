@@ -36,12 +36,14 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.score import Assertion, Verdict
 from trialkit.task import SuiteKind
+
+if TYPE_CHECKING:
+    from trialkit.report import Report, TaskReport, TrialResult
 
 OUTPUT_EXCERPT_CHARS = 1000
 MESSAGE_CHARS = 300

@@ -8,15 +8,18 @@ fence. The output depends only on the report, so it can be committed and diffed.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from trialkit.consistency import consistency_notes
-from trialkit.report import Report, TaskReport, TrialResult
 from trialkit.reports import _format as f
 from trialkit.reports._budget import STEP_SUMMARY_LIMIT, Part, Row, Section, fit
 from trialkit.reports._gate import calls_text, gate_headline
 from trialkit.run.retries import retry_note
 from trialkit.score import Assertion, Verdict
 from trialkit.task import SuiteKind
+
+if TYPE_CHECKING:
+    from trialkit.report import Report, TaskReport, TrialResult
 
 OUTPUT_EXCERPT_CHARS = 1000
 

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 from trialkit import metrics
 from trialkit._record import share_field_sets
+from trialkit.report_records import Measures, TaskTotals, TrialResult
 from trialkit.score import Verdict
 from trialkit.transcript import Usage
 
 if TYPE_CHECKING:
-    from trialkit.report import Measures, TaskTotals, TrialResult
     from trialkit.trial import Trial
 
 
@@ -121,8 +121,6 @@ class TaskTally:
     def add_trial(self, trial: Trial) -> None:
         """`add` of a finished trial, whose `TrialResult` is made only if the report lists it
         (most trials of a big task are counted, not listed)."""
-        from trialkit.report import TrialResult
-
         self._count(trial, trial.index, lambda: TrialResult.from_trial(trial))
 
     def _count(
@@ -177,8 +175,6 @@ class TaskTally:
         return [result for _, _, result in self.listed]
 
     def totals(self) -> TaskTotals:
-        from trialkit.report import Measures, TaskTotals
-
         passed, failed, errors, unknown = self.verdicts
         return TaskTotals(
             passed=passed,
@@ -211,8 +207,6 @@ def tally(results: Iterable[TrialResult], max_results: int) -> TaskTally:
 
 def run_measures(tallies: Sequence[TaskTally]) -> Measures:
     """Mean score and latency percentiles over every trial of `tallies`."""
-    from trialkit.report import Measures
-
     scores = [p for t in tallies for p in (*t.scores.partials, *t.scores.rest)]
     durations = array("d")
     for t in tallies:
