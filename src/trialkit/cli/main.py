@@ -99,6 +99,11 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "runs_command",
         "List stored runs (RUN elsewhere: an id, a unique id prefix, or a run name).",
     ),
+    "sandbox": LazyCommand(
+        "trialkit.cli.sandbox",
+        "sandbox_command",
+        "Check what the sandbox providers hold against, and remove what killed runs left.",
+    ),
     "transcripts": LazyCommand(
         "trialkit.cli.transcripts",
         "transcripts_command",
