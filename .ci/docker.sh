@@ -9,7 +9,7 @@
 # the socket it is used and left alone, otherwise dockerd starts in the background (overlay2;
 # this machine has cgroup v1) with its pid in $TRIALKIT_DOCKERD_PIDFILE, and is waited for at
 # most 60 s. The base image is a `debootstrap --variant=minbase` root filesystem of Debian
-# bookworm with python3-minimal (so Python agents run in it), from the apt source this machine
+# bookworm with python3 (so Python agents run in it), from the apt source this machine
 # already uses, imported with `docker import`: about 40 s the first time, then kept by the
 # daemon (its tag names a hash of the recipe, so a changed recipe builds a new one).
 # stop: SIGTERM to that pid, SIGKILL after 20 s; nothing when this script started no daemon.
@@ -19,7 +19,7 @@ set -euo pipefail
 pidfile=${TRIALKIT_DOCKERD_PIDFILE:-/tmp/trialkit-ci-dockerd.pid}
 log_file=${TRIALKIT_DOCKERD_LOG:-/tmp/trialkit-ci-dockerd.log}
 suite=bookworm
-packages=python3-minimal
+packages=python3
 
 log() { echo "docker.sh: $*" >&2; }
 
