@@ -20,9 +20,7 @@ from trialkit.capture._errors import error_message, error_text
 from trialkit.capture._events import EventDecoder
 from trialkit.capture._sse import Accumulator, ChatEvents, MessagesEvents, ResponsesEvents
 from trialkit.models._convert import NULL, TEXT, ListOf, Obj, Shape, parse_arguments, shape_problem
-from trialkit.models.anthropic import STOP_REASONS
 from trialkit.models.base import ModelResponse
-from trialkit.models.openai import FINISH_REASONS
 from trialkit.transcript import Message, ToolCall, Usage
 
 __all__ = [
@@ -181,6 +179,26 @@ def usage_of(api: Api, usage: object) -> Usage:
 
 
 # --- answers -------------------------------------------------------------------------------
+
+FINISH_REASONS: Final[dict[str, str]] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+"""OpenAI's `finish_reason`s as `ModelResponse.finish_reason` names them (the OpenAI provider
+reads its answers with this module)."""
+STOP_REASONS: Final[dict[str, str]] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+"""Anthropic's `stop_reason`s as `ModelResponse.finish_reason` names them (the Anthropic
+provider names its SDK's answers with these too)."""
 
 _ARGUMENTS: Final = (str, dict, NULL)
 _CHAT_CALLS: Final = {

@@ -15,6 +15,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from trialkit.capture.wire import STOP_REASONS
 from trialkit.models._convert import (
     COUNT,
     PLACEHOLDER_API_KEY,
@@ -60,18 +61,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_MAX_TOKENS = 1024
+"""The Messages API requires `max_tokens`; this is sent when the request sets none."""
 ANTHROPIC_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 """Where the SDK finds credentials when none is passed (the second as a bearer token)."""
-"""The Messages API requires `max_tokens`; this is sent when the request sets none."""
-
-STOP_REASONS = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_calls",
-    "refusal": "content_filter",
-}
 
 
 class AnthropicModel(Model):

@@ -19,6 +19,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from trialkit.capture import wire
 from trialkit.models._convert import (
     COUNT,
     PLACEHOLDER_API_KEY,
@@ -57,15 +58,6 @@ if TYPE_CHECKING:
         ChatCompletionToolChoiceOptionParam,
     )
     from openai.types.chat.completion_create_params import ResponseFormat as WireFormat
-
-FINISH_REASONS = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "content_filter": "content_filter",
-}
-
 
 REQUESTS_PER_CLIENT = 8
 """In-flight requests one SDK client carries before the next client takes some. A client's
@@ -370,8 +362,6 @@ _API = "an OpenAI chat completion"
 def _response(model_id: str, completion: object) -> ModelResponse:
     """Our answer from the body's JSON, checked first against the shape of what is read, then
     read as a captured chat completion is (`trialkit.capture.wire`)."""
-    from trialkit.capture import wire  # it imports this module
-
     problem = shape_problem(completion, _COMPLETION)
     if problem is None and isinstance(completion, dict):
         message = completion["choices"][0]["message"]

@@ -7,24 +7,27 @@ each later run, the statistics against the baseline and the conclusion in one se
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.text import Text
 
 from trialkit.analysis._significance import confidence_text
-from trialkit.analysis.compare import (
-    Change,
-    Comparison,
-    PairedComparison,
-    RunColumn,
-    TaskCell,
-    TaskComparison,
-    points,
-)
-from trialkit.analysis.conclusion import detectable_text, p_text, plural
+from trialkit.analysis.conclusion import detectable_text, p_text, plural, points
 from trialkit.reports import _format as f
 from trialkit.reports._table import Column, print_figures, print_line, print_table
 from trialkit.reports.markdown import EMOJI, inline
 from trialkit.reports.terminal import STYLES, SYMBOLS
+
+if TYPE_CHECKING:  # the records import this module to render themselves (`to_markdown`)
+    from trialkit.analysis.compare import (
+        Change,
+        Comparison,
+        PairedComparison,
+        RunColumn,
+        TaskCell,
+        TaskComparison,
+    )
 
 MAX_NAMED = 10
 """Task lists (new failures, fixes, …) name this many tasks, then say how many more."""

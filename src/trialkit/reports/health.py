@@ -6,14 +6,18 @@ is wrong with it; then the evidence for broken tasks, and the suite's figures.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.text import Text
 
-from trialkit.analysis.health import HealthRun, SuiteHealth, TaskHealth
 from trialkit.reports import _format as f
 from trialkit.reports._table import Column, print_figures, print_line, print_table
 from trialkit.reports.compare import md_table, named, names
 from trialkit.reports.markdown import inline
+
+if TYPE_CHECKING:  # the records import this module to render themselves (`to_markdown`)
+    from trialkit.analysis.health import HealthRun, SuiteHealth, TaskHealth
 
 BARS = "▁▂▃▄▅▆▇█"
 NO_RATE = "·"
