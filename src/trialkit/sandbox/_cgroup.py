@@ -28,6 +28,8 @@ from pathlib import Path
 from trialkit.sandbox.base import LimitName
 
 ROOT = Path("/sys/fs/cgroup")
+PREFIX = "trialkit-"
+"""A group's name: `trialkit-<pid of trialkit>-<random>`."""
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,23 @@ class Cgroups:
             return cls(1, parents)
         return cls(0, why_not="no writable cgroup (v1 memory/pids or v2 with delegation) here")
 
+    def remove_orphans(self) -> int:
+        """Remove the groups of trialkit processes that are gone; how many."""
+        names: set[str] = set()
+        for parent in self.parents.values():
+            for folder in parent.glob(f"{PREFIX}*"):
+                pid = folder.name.removeprefix(PREFIX).split("-", 1)[0]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    names.add(folder.name)
+        for name in names:
+            Group(self.version, {key: p / name for key, p in self.parents.items()}).remove()
+        return len(names)
+
     def group(self) -> Group | None:
         """A new, empty group for one command; `None` when none can be made."""
         if self.version == 0:
             return None
-        name = f"trialkit-{os.getpid()}-{secrets.token_hex(4)}"
+        name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         folders = {key: parent / name for key, parent in self.parents.items()}
         made: list[Path] = []
         try:

@@ -100,6 +100,8 @@ names and groups (`passwd`, `group`: no password hashes), name resolution, the d
 data. Nothing that holds a secret or a credential."""
 
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+STATE_PREFIX = "trialkit-sandbox-"
+"""A trial's /tmp and HOME on the host: `<tempdir>/trialkit-sandbox-<pid of trialkit>-*`."""
 _TOP_LINKS = ("bin", "lib", "lib64", "lib32", "libx32", "sbin")
 _SIGXCPU = int(signal.SIGXCPU)
 _SIGXFSZ = int(signal.SIGXFSZ)
@@ -171,6 +173,20 @@ class BwrapProvider(SandboxProvider):
             ),
         )
 
+    async def cleanup(self) -> int:
+        """Remove the cgroups and the /tmp and HOME folders of trialkit processes that are
+        gone (killed before they could remove them); their sandboxes died with them."""
+        return await anyio.to_thread.run_sync(self._cleanup)
+
+    def _cleanup(self) -> int:
+        removed = self.cgroups.remove_orphans()
+        for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*"):
+            pid = folder.name.removeprefix(STATE_PREFIX).split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)) and folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+        return removed
+
     def default_policy(self) -> SandboxPolicy:
         agent: NetworkMode = "model-only" if can_enter() is None else "none"
         return SandboxPolicy(provider="bwrap", network=NetworkPolicy(agent))
@@ -198,7 +214,7 @@ class BwrapProvider(SandboxProvider):
     def _make(
         self, workspace: Path, policy: SandboxPolicy, bridged: list[tuple[str, int]]
     ) -> BwrapSandbox:
-        state = Path(tempfile.mkdtemp(prefix="trialkit-sandbox-"))
+        state = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
         return BwrapSandbox(self, Path(os.path.realpath(workspace)), policy, state, bridged)
 
 
@@ -478,6 +494,16 @@ def _ids(user: str | None) -> tuple[int | None, int | None]:
     if not uid.isdigit() or (gid and not gid.isdigit()):
         raise SandboxError(f"sandbox 'bwrap': user {user!r}: give root, a uid or uid:gid")
     return int(uid), int(gid or uid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _bytes_under(folder: Path) -> int:

@@ -14,7 +14,7 @@ import secrets
 import signal
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -278,15 +278,21 @@ CANARIES: tuple[_Spec, ...] = (
 )
 
 
-async def check_provider(provider: SandboxProvider) -> ProviderReport:
-    """Run every canary against `provider`."""
+async def check_provider(
+    provider: SandboxProvider, only: Sequence[str] | None = None
+) -> ProviderReport:
+    """Run every canary (or those named in `only`) against `provider`."""
     report = ProviderReport(provider.name, unavailable=provider.unavailable())
     if report.unavailable is not None:
         return report
     caps = provider.capabilities()
+    unknown = set(only or ()) - {spec.name for spec in CANARIES}
+    if unknown:
+        raise ValueError(f"no canary {', '.join(sorted(unknown))}")
     with _server() as allowed, _server() as forbidden:
         for spec in CANARIES:
-            report.results.append(await _run(spec, provider, caps, allowed, forbidden))
+            if only is None or spec.name in only:
+                report.results.append(await _run(spec, provider, caps, allowed, forbidden))
     return report
 
 
@@ -361,7 +367,7 @@ def markdown_table(reports: list[ProviderReport]) -> str:
             if report.unavailable is not None:
                 cells.append("unavailable")
                 continue
-            result = next(r for r in report.results if r.name == spec.name)
-            cells.append(_MARK[result.status])
+            result = next((r for r in report.results if r.name == spec.name), None)
+            cells.append("not run" if result is None else _MARK[result.status])
         lines.append(f"| {spec.title} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
