@@ -1,17 +1,20 @@
-"""Docs that run: the examples in README.md and docs/guide.md are executed here.
+"""Docs that run: the examples in README.md and in every page of docs/ are executed here.
 
 Convention: every fenced block opened with ```python is run, each in a fresh namespace, with
 the working directory set to a temporary folder and TRIALKIT_STORE pointing into it, and must
 raise nothing. A Python block that is not meant to run (a fragment, a sketch) is fenced with
 ```py instead: it still renders as Python, and this test skips it.
 
-Also checked: the CLI reference is up to date, every long option the docs mention exists, every
+Also checked: every relative link between the pages (and from the README) reaches a file, and
+its `#anchor` a heading (or an `id`) of that page; every page is in the site's navigation
+(mkdocs.yml); the CLI reference is up to date, every long option the docs mention exists, every
 `graders.NAME` they mention exists, the README keeps its two first-screen commands, and the
 quickstart commands of the README exit 0.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -25,8 +28,24 @@ from trialkit.cli.main import cli
 from trialkit.models.local import PORTABLE_BUILD
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_FROM = ("README.md", "docs/guide.md")
-ALL_DOCS = (*RUN_FROM, "docs/file-formats.md", "docs/performance.md", "docs/index.md")
+PAGES = tuple(sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")))
+RUN_FROM = ("README.md", *PAGES)
+ALL_DOCS = RUN_FROM
+# The pages that hold runnable examples today: a page that loses all of them (a fence changed
+# by mistake, a page no longer found) fails test_there_are_examples_to_run.
+WITH_EXAMPLES = {
+    "README.md",
+    "docs/start.md",
+    "docs/tasks.md",
+    "docs/graders.md",
+    "docs/agents.md",
+    "docs/models.md",
+    "docs/cli-agents.md",
+    "docs/running.md",
+    "docs/replay-ci.md",
+    "docs/store-viewer.md",
+    "docs/statistics.md",
+}
 
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 
@@ -80,6 +99,7 @@ NOT_TRIALKIT_OPTIONS = {
     "--junitxml",
     "--lf",
     "--maxfail",
+    "--strict",  # mkdocs build --strict, in the docs' notes on building the site
 }
 
 
@@ -97,7 +117,8 @@ EXAMPLES = _examples()
 
 
 def test_there_are_examples_to_run() -> None:
-    assert {name for name, _, _ in EXAMPLES} == set(RUN_FROM)
+    assert {name for name, _, _ in EXAMPLES} >= WITH_EXAMPLES
+    assert len(EXAMPLES) >= 51  # the README's 2, and the 49 of the guide when it was one page
 
 
 @pytest.mark.parametrize(
@@ -143,7 +164,9 @@ def _plugin_options() -> set[str]:
 
 def test_documented_options_exist() -> None:
     known = _cli_options() | _plugin_options() | NOT_TRIALKIT_OPTIONS
-    for name in ALL_DOCS:
+    # docs/cli.md is the commands' own --help (wrapped mid-option at times: `--max-` and
+    # `trials` on the next line); test_cli_reference_is_current checks it
+    for name in (n for n in ALL_DOCS if n != "docs/cli.md"):
         path = ROOT / name
         if not path.exists():
             continue
@@ -151,6 +174,7 @@ def test_documented_options_exist() -> None:
         roadmap = text.find("## Roadmap / not yet")
         if roadmap >= 0:
             text = text[:roadmap]  # the roadmap names flags that do not exist yet, on purpose
+        text = re.sub(r"\]\([^)\s]*\)|\bid=\"[^\"]*\"", "", text)  # anchors are not options
         mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
         assert mentioned - known == set(), f"{name} mentions options trialkit does not have"
 
@@ -160,7 +184,9 @@ def test_documented_graders_exist() -> None:
         path = ROOT / name
         if not path.exists():
             continue
-        mentioned = set(re.findall(r"\bgraders\.([a-z_]+)\b", path.read_text(encoding="utf-8")))
+        mentioned = set(
+            re.findall(r"\bgraders\.(?!md\b)([a-z_]+)\b", path.read_text(encoding="utf-8"))
+        )
         missing = {g for g in mentioned if not hasattr(trialkit.graders, g)}
         assert missing == set(), f"{name} mentions graders that do not exist"
 
@@ -187,6 +213,181 @@ def test_ci_runs_the_readme_commands_it_reads_from_the_readme() -> None:
     assert 'bash -euo pipefail -c "$QUICKSTART"' in ci
     assert 'bash -euo pipefail -c "$TESTS"' in ci
     assert ".[dev" not in ci.split('bash -euo pipefail -c "$QUICKSTART"')[0]  # no dev first
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_INLINE_CODE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_ID = re.compile(r"""\bid=["']([^"']+)["']""")
+
+
+def _prose_lines(text: str) -> list[tuple[int, str]]:
+    """The lines of a Markdown text outside fenced code blocks, numbered from 1."""
+    lines, fence = [], ""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.lstrip()
+        opening = re.match(r"(`{3,}|~{3,})", stripped)
+        if not fence and opening:
+            fence = opening.group(1)
+        elif (
+            fence
+            and stripped.rstrip() == fence[0] * len(stripped.rstrip())
+            and (len(stripped.rstrip()) >= len(fence))
+        ):
+            fence = ""
+        elif not fence:
+            lines.append((number, line))
+    return lines
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it, and as mkdocs.yml's `toc` makes it too
+    (pymdownx.slugs.slugify, lower case): link text kept, code marks dropped, lower case, every
+    character that is not a letter, digit, `_`, `-` or space dropped, spaces made `-`."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors a page has: its headings' (a repeated one gets `-1`, `-2`...) and its `id`s."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for _, line in _prose_lines(text):
+        heading = _HEADING.match(line)
+        if heading:
+            base = slug(heading.group(2))
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            found.add(base if count == 0 else f"{base}-{count}")
+        found.update(_ID.findall(line))
+    return found
+
+
+def broken_links(name: str, text: str, root: Path = ROOT) -> list[str]:
+    """Every relative link of page `name` (a path under `root`) whose file does not exist, or
+    whose `#anchor` that file does not have; links to other sites are not followed."""
+    broken = []
+    prose = "\n".join(_INLINE_CODE.sub("", line) for _, line in _prose_lines(text))
+    for target in _LINK.findall(prose):
+        if re.match(r"[a-z][a-z+.-]*:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        file = (root / name).parent / path
+        if not path:
+            if anchor not in anchors(text):
+                broken.append(f"{name}: {target}: no such anchor in {name}")
+        elif not file.exists():
+            broken.append(f"{name}: {target}: no such file")
+        elif (
+            anchor
+            and file.suffix == ".md"
+            and anchor not in anchors(file.read_text(encoding="utf-8"))
+        ):
+            broken.append(f"{name}: {target}: no such anchor in {path}")
+    return broken
+
+
+@pytest.mark.parametrize("name", ALL_DOCS)
+def test_links_and_anchors_resolve(name: str) -> None:
+    text = (ROOT / name).read_text(encoding="utf-8")
+    assert broken_links(name, text) == []
+
+
+def test_the_link_check_finds_a_missing_page_a_missing_anchor_and_a_repeated_heading(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.md").write_text(
+        '# A\n\n## Runs: `--trials auto`\n\n## Runs: `--trials auto`\n\n<a id="old-1"></a>\n'
+        "```\n## not a heading\n```\n",
+        encoding="utf-8",
+    )
+    page = (
+        "[ok](a.md#runs---trials-auto) [ok](a.md#runs---trials-auto-1) [ok](a.md#old-1) "
+        "[gone](b.md) [gone](a.md#not-a-heading) [gone](a.md#runs-trials-auto)\n"
+        "[own](#x) [own](#y)\n"
+        "`[in code](c.md)` [web](https://example.com/x.md#y)\n\n## X\n"
+    )
+    assert broken_links("page.md", page, root=tmp_path) == [
+        "page.md: b.md: no such file",
+        "page.md: a.md#not-a-heading: no such anchor in a.md",
+        "page.md: a.md#runs-trials-auto: no such anchor in a.md",
+        "page.md: #y: no such anchor in page.md",
+    ]
+
+
+def _nav_pages(entry: object) -> list[str]:
+    if isinstance(entry, str):
+        return [entry]
+    if isinstance(entry, dict):
+        return [page for value in entry.values() for page in _nav_pages(value)]
+    if isinstance(entry, list):
+        return [page for value in entry for page in _nav_pages(value)]
+    return []
+
+
+def test_every_page_is_in_the_site_navigation() -> None:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """Reads mkdocs.yml's `!!python/...` values (the toc's slugify) as nothing."""
+
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda *_: None)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
+    nav = _nav_pages(config["nav"])
+    outside = set(config.get("not_in_nav", "").split())
+    pages = {name.removeprefix("docs/") for name in PAGES}
+    assert sorted(set(nav) - pages) == []  # every page the navigation names exists
+    assert sorted(pages - set(nav) - outside) == []  # and every page is in it
+
+
+API_PAGES = {
+    "trialkit": "api/index.md",
+    "trialkit.graders": "api/graders.md",
+    "trialkit.models": "api/models.md",
+    "trialkit.reports": "api/reports.md",
+    "trialkit.loaders": "api/loaders.md",
+}
+
+
+def test_the_api_page_of_models_lists_its_all() -> None:
+    """trialkit.models computes its `__all__`, which the docs tool cannot read, so its page
+    names the members: the same names."""
+    import trialkit.models
+
+    page = (ROOT / "docs" / API_PAGES["trialkit.models"]).read_text(encoding="utf-8")
+    listed = re.findall(r"^ {8}- (\w+)$", page, re.MULTILINE)
+    assert listed == sorted(trialkit.models.__all__)
+
+
+def test_the_site_builds_strictly_with_every_public_name(tmp_path: Path) -> None:
+    """`mkdocs build --strict` (warnings, broken links and anchors, docstrings the API
+    reference cannot read: all fail it), and every name of the public modules' `__all__` has
+    its entry in the API reference. Needs the `docs` extra; .ci/run builds the site too."""
+    import importlib
+
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed")
+    pytest.importorskip("mkdocstrings_handlers.python", reason="the docs extra is not installed")
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    for module, page in API_PAGES.items():
+        html = site / page.removesuffix("index.md").removesuffix(".md") / "index.html"
+        ids = set(re.findall(r'\bid="([^"]+)"', html.read_text(encoding="utf-8")))
+        names = importlib.import_module(module).__all__
+        # a function in a module of its own name (graders.judge) is entered by its full path;
+        # a module (trialkit.graders) has a page of its own
+        missing = [
+            n
+            for n in names
+            if not {f"{module}.{n}", f"{module}.{n}.{n}"} & ids and f"{module}.{n}" not in API_PAGES
+        ]
+        assert missing == [], f"{page} has no entry for these names of {module}.__all__"
 
 
 def test_readme_links_resolve() -> None:
@@ -230,12 +431,12 @@ def test_quickstart_commands_exit_zero_replaying_the_committed_cassette(tmp_path
 
 
 def test_guide_states_the_retry_policy_defaults_of_the_code() -> None:
-    """The guide's RetryPolicy table and its timeouts list give the defaults the code has."""
+    """The model page's RetryPolicy table and its timeouts list give the defaults the code has."""
     import dataclasses
 
     from trialkit.models import RetryPolicy
 
-    guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    guide = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
     start = guide.index("The retry policy is a `trialkit.models.RetryPolicy`:")
     table = guide[start : guide.index("\n\n", guide.index("|", start))]
     defaults = {field.name: field.default for field in dataclasses.fields(RetryPolicy)}
