@@ -271,9 +271,25 @@ def test_an_extra_declares_what_its_libraries_need_for_what_trialkit_uses(extra:
 def test_the_areas_name_real_extras_and_real_modules() -> None:
     extras = set(project()) - {""}
     assert set(EXTRA_MODULES) | set(EXTRAS_INSIDE) <= extras
-    assert extras - set(EXTRA_MODULES) == {"all", "dev", "frameworks"}
+    assert extras - set(EXTRA_MODULES) == {"all", "dev", "docs", "frameworks"}
     for patterns in (*EXTRA_MODULES.values(), *HOST_MODULES.values()):
         for pattern in patterns:
             assert (PACKAGE / pattern).exists(), pattern
     for extra, inside in EXTRAS_INSIDE.items():
         assert {f"trialkit[{','.join(inside)}]"} <= set(project()[extra])
+
+
+def test_the_docs_extra_declares_what_mkdocs_yml_uses_each_with_a_range() -> None:
+    """The `docs` extra alone builds the site: every package mkdocs.yml names (the theme, the
+    plugins, the `pymdownx` Markdown extensions) is in it, each with an upper bound."""
+    config = (PYPROJECT.parent / "mkdocs.yml").read_text(encoding="utf-8")
+    needed = {"mkdocs"}
+    if re.search(r"^\s+name: material\s*$", config, re.MULTILINE):
+        needed.add("mkdocs-material")
+    if "pymdownx." in config:
+        needed.add("pymdown-extensions")
+    if re.search(r"^\s+- mkdocstrings:", config, re.MULTILINE):
+        needed |= {"mkdocstrings", "mkdocstrings-python"}
+    assert needed - declared("docs") == set()
+    for line in project()["docs"]:
+        assert any(s.operator == "<" for s in Requirement(line).specifier), line
