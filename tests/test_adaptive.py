@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -180,3 +181,17 @@ def test_reports_say_how_the_tasks_stopped() -> None:
         "2 at their cap |" in report.to_markdown()
     )
     assert "Adaptive" not in run_sync(suite(), trials=2).to_markdown()
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        Adaptive(),
+        Adaptive(max_trials=7, precision=0.15, min_trials=2),
+        Adaptive(baseline={"a": (3, 4), "b": (0, 0)}, alpha=0.01),
+    ],
+)
+def test_the_policy_a_run_keeps_in_its_config_is_the_policy(policy: Adaptive) -> None:
+    kept = json.loads(json.dumps(policy.to_config()))  # as the store keeps a run's config
+    assert kept["stopped"] == {}
+    assert Adaptive.from_config(kept) == policy

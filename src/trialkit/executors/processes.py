@@ -41,7 +41,7 @@ from trialkit.transcript import ModelCall
 from trialkit.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
-    from trialkit.run.runner import Runner
+    from trialkit.run.planner import Planner
     from trialkit.run.trial import PlannedTask
 
 MAX_DEATHS = 5
@@ -68,7 +68,7 @@ def check_source(suite: Suite) -> None:
         )
 
 
-def worker_setup(suite: Suite, runner: Runner, run_id: str, concurrency: int) -> dict[str, Any]:
+def worker_setup(suite: Suite, runner: Planner, run_id: str, concurrency: int) -> dict[str, Any]:
     """The first message to a worker: how to load the suite and run its trials."""
     check_source(suite)
     assert suite.source is not None
@@ -328,7 +328,7 @@ class ProcessPool:
 
 @contextlib.asynccontextmanager
 async def open_pool(
-    suite: Suite, runner: Runner, run_id: str, *, workers: int, concurrency: int
+    suite: Suite, runner: Planner, run_id: str, *, workers: int, concurrency: int
 ) -> AsyncIterator[ProcessPool]:
     """Worker processes for one run; when the block ends (or fails) none is left running.
 
@@ -355,7 +355,7 @@ async def open_pool(
 
 
 def hand_back(
-    runner: Runner, keys: set[str], run_calls: list[ModelCall], error: BaseException | None
+    runner: Planner, keys: set[str], run_calls: list[ModelCall], error: BaseException | None
 ) -> None:
     """After the workers (or actors) are gone: what they used goes to the run (cassette keys
     for its manifest, model calls of no trial to its figures), then `error` is raised."""

@@ -49,7 +49,7 @@ from trialkit.transcript import ModelCall
 from trialkit.trial import Trial
 
 if TYPE_CHECKING:
-    from trialkit.run.runner import Runner
+    from trialkit.run.planner import Planner
     from trialkit.run.trial import PlannedTask
 
 MAX_DEATHS = 5
@@ -318,7 +318,7 @@ class RayPool:
 
 @contextlib.asynccontextmanager
 async def open_ray_pool(
-    suite: Suite, runner: Runner, run_id: str, *, actors: int | None, concurrency: int
+    suite: Suite, runner: Planner, run_id: str, *, actors: int | None, concurrency: int
 ) -> AsyncIterator[RayPool]:
     """Ray actors for one run; when the block ends (or fails) none is left running, and a Ray
     this run started is shut down. `actors` None: one per CPU of the cluster."""
@@ -362,7 +362,7 @@ async def open_ray_pool(
 
 
 def _shipped_setup(
-    suite: Suite, runner: Runner, run_id: str, concurrency: int, env_vars: dict[str, str]
+    suite: Suite, runner: Planner, run_id: str, concurrency: int, env_vars: dict[str, str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The actors' set-up, naming the suite as it is in the shipped folder and holding the
     `--ray-env` variables, and their runtime environment."""

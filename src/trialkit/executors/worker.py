@@ -88,7 +88,7 @@ class _Worker:
         from trialkit.loaders.target import load_target
         from trialkit.models.cassette import Cassette
         from trialkit.models.retry import RetryPolicy
-        from trialkit.run.runner import Runner
+        from trialkit.run.planner import Planner
 
         sys.path[:] = [*setup["sys_path"], *(p for p in sys.path if p not in setup["sys_path"])]
         source = setup["source"]
@@ -102,7 +102,7 @@ class _Worker:
             suite = dataclasses.replace(suite, model=setup["suite_model"])  # `--models` runs
         if cassette is None and setup["cassette"] is not None:
             cassette = Cassette(setup["cassette"]["root"], setup["cassette"]["mode"])
-        self.runner = Runner(
+        self.planner = Planner(
             model=setup["model"],
             judge_model=setup["judge_model"],
             cassette=cassette,
@@ -113,11 +113,11 @@ class _Worker:
             timeout=setup["timeout"],
             concurrency=setup["concurrency"],
         )
-        planned = self.runner.plan(suite)
+        planned = self.planner.plan(suite)
         self.planned = {p.task.id: p for p in planned}
-        self.harness = self.runner.harness_for(suite, planned)
-        self.trials = self.runner.trial_runner(setup["run_id"], suite, self.harness)
-        self.settings = self.runner.run_settings(suite)
+        self.harness = self.planner.harness_for(suite, planned)
+        self.trials = self.planner.trial_runner(setup["run_id"], suite, self.harness)
+        self.settings = self.planner.run_settings(suite)
         if self.settings.capture or self.settings.offline:
             from trialkit.capture.hook import install
 
@@ -149,7 +149,7 @@ class _Worker:
         return [call.model_dump(mode="json") for call in self.settings.run_calls]
 
     def used_keys(self) -> list[str]:
-        cassette = self.runner.settings.cassette
+        cassette = self.planner.settings.cassette
         return sorted(cassette.used_keys()) if cassette is not None else []
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -74,6 +74,36 @@ class Adaptive:
             raise ValueError(f"min_trials must be >= 1, got {self.min_trials}")
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha must be within (0, 1), got {self.alpha}")
+
+    def to_config(self) -> dict[str, Any]:
+        """The policy as a run's config keeps it (`RunInfo.config["adaptive"]`), so a resumed
+        run stops its tasks by the same rules; `stopped` gets each task's reason as it stops."""
+        baseline = (
+            {}
+            if self.baseline is None
+            else {"baseline": {k: list(v) for k, v in self.baseline.items()}, "alpha": self.alpha}
+        )
+        return {
+            "max_trials": self.max_trials,
+            "precision": self.precision,
+            "min_trials": self.min_trials,
+            **baseline,
+            "stopped": {},
+        }
+
+    @classmethod
+    def from_config(cls, kept: Mapping[str, Any]) -> Adaptive:
+        """The policy a run's config kept (`to_config`)."""
+        baseline = kept.get("baseline")
+        return cls(
+            max_trials=kept.get("max_trials"),
+            precision=kept["precision"],
+            min_trials=kept["min_trials"],
+            baseline={str(k): (int(v[0]), int(v[1])) for k, v in baseline.items()}
+            if isinstance(baseline, dict)
+            else None,
+            alpha=kept.get("alpha", 0.05),
+        )
 
     def stop_reason(
         self,

@@ -7,10 +7,9 @@ trial; nothing a trial does cancels the run.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -21,22 +20,14 @@ import anyio.to_thread
 from trialkit._errors import RunFailed, find
 from trialkit._gc import fewer_collections
 from trialkit._sync import run_blocking
-from trialkit.capture.scope import offline_config, offline_run
+from trialkit.capture.scope import offline_run
 from trialkit.consistency import CONFIG_KEY as CONSISTENCY_KEY
 from trialkit.consistency import ConsistencyTally
 from trialkit.consistency import from_config as consistency_of_config
 from trialkit.consistency import to_config as consistency_config
-from trialkit.environments.base import NO_ENVIRONMENT
-from trialkit.graders.base import as_grader
-from trialkit.graders.human import with_review
-from trialkit.graders.text import agent_failed
 from trialkit.harness.base import Harness
-from trialkit.harness.chat import ChatHarness
-from trialkit.harness.function import as_harness
-from trialkit.models.base import Model
-from trialkit.models.context import ModelSettings, use_settings
+from trialkit.models.context import use_settings
 from trialkit.models.pricing import Budget, run_calls_summary
-from trialkit.models.retry import RetryPolicy
 from trialkit.report import (
     MAX_RESULTS_PER_TASK,
     Report,
@@ -47,14 +38,15 @@ from trialkit.report import (
 )
 from trialkit.run._writer import TrialWriter
 from trialkit.run.adaptive import Adaptive, AdaptiveQueue
-from trialkit.run.preflight import check_executor, check_models, judge_models
+from trialkit.run.planner import EmptySelection as EmptySelection
+from trialkit.run.planner import Planner, Work
 from trialkit.run.retries import CONFIG_KEY as RETRIED_KEY
 from trialkit.run.retries import record_retries, retried_of, retry_attempts
 from trialkit.run.settings import RunSettings
 from trialkit.run.tally import TaskTally
-from trialkit.run.trial import PlannedTask, TrialRunner, model_name
+from trialkit.run.trial import PlannedTask
 from trialkit.score import Verdict
-from trialkit.task import Suite, SuiteError, Task
+from trialkit.task import Suite, SuiteError
 from trialkit.trial import Trial
 
 if TYPE_CHECKING:
@@ -64,28 +56,21 @@ if TYPE_CHECKING:
     from trialkit.store import Store
 
 
-class EmptySelection(SuiteError):
-    """The task selection is empty: nothing would run (exit 2, never a green run)."""
-
-
 def new_run_id() -> str:
     """A run id that sorts by start time and is unique: `20261129T231500-1a2b3c`."""
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
 
 
-_Work: TypeAlias = "list[tuple[PlannedTask, int]] | AdaptiveQueue[PlannedTask]"
 RunTrial: TypeAlias = Callable[[PlannedTask, int], Awaitable[Trial]]
 
 
-class Runner:
-    """Runs suites. Its `RunSettings` override the suite's options (like the CLI flags do).
+class Runner(Planner):
+    """Runs suites: plans them (`Planner`), runs the trials with bounded concurrency, grades,
+    stores and reports.
 
-    `store` is a `Store` or a store URL / SQLite path; without one nothing is kept.
-    `workers` > 1 runs the trials in that many child processes (see `trialkit.executors`);
-    `executor="ray"` runs them in Ray actors (`workers` of them; by default one per CPU of the
-    cluster). The suite must then come from `load_target` (or `trialkit run`), so they can
-    load it. `min_pass_rate` and `fail_on_error` are the thresholds of the CI gate
-    (`Report.gate()`), kept with the run so that every report of it states the same verdict.
+    `store` is a `Store` or a store URL / SQLite path; without one nothing is kept. With
+    `workers` > 1 or `executor="ray"` the suite must come from `load_target` (or `trialkit
+    run`), so the workers can load it.
     """
 
     def __init__(
@@ -99,55 +84,13 @@ class Runner:
         **options: Any,
     ) -> None:
         """`settings` (or the same fields as keyword `options`; both: the options win)."""
-        if settings is None:
-            settings = RunSettings(**options)
-        elif options:
-            settings = settings.replace(**options)
-        if settings.elsewhere and harness is not None:
-            raise ValueError(
-                "a harness given to the Runner cannot be sent to worker processes or Ray "
-                "actors: put it on the suite, or run in this process"
-            )
+        super().__init__(settings, harness=harness, **options)
         if isinstance(store, str):
             from trialkit.store import Store, resolve_store_url
 
             store = Store(resolve_store_url(store))
-        self.options = settings
-        """The settings this runner was made with."""
         self.store = store
-        self.concurrency = settings.concurrency
-        self.trials = settings.trials
-        self.timeout = settings.timeout
-        self.task_ids = settings.task_ids
-        self.tags = settings.tags
-        self.name = settings.name
-        self.harness_override = harness
         self.progress = progress
-        self.model = settings.model
-        self.settings = ModelSettings(
-            cassette=settings.cassette,
-            retry=settings.retry or RetryPolicy(),
-            default_model=settings.model,
-            judge_model=settings.judge_model,
-            capture=settings.capture,
-            offline=settings.offline,
-        )
-        self.max_cost = settings.max_cost
-        self.gate = {
-            "min_pass_rate": settings.min_pass_rate,
-            "fail_on_error": settings.fail_on_error,
-        }
-        """The thresholds of `Report.gate()`, kept with the run so every report of it (even one
-        written later by `trialkit report`) states the same verdict."""
-        self.adaptive = settings.adaptive
-        """Sample each task only while it is undecided (see `trialkit.run.adaptive`)."""
-        executor = settings.executor
-        self.executor = executor
-        """Where trials run: `local` (this process, or worker processes) or `ray`."""
-        self.ray_actors = settings.workers if executor == "ray" else None
-        """Ray actors to start; None: one per CPU of the cluster."""
-        self.workers = 1 if executor == "ray" or settings.workers is None else settings.workers
-        """Processes that run trials; 1 runs them in this process."""
         self.exporters = list(exporters)
         self.export_errors: list[str] = []
         """Exporter hooks that raised, one line each: an exporter never stops a run."""
@@ -158,87 +101,6 @@ class Runner:
         """The run being (or last) run, so a caller can name it after an interruption."""
         self.finished = 0
         """Trials of the current run that finished (and are stored, when there is a store)."""
-
-    def plan(self, suite: Suite) -> list[PlannedTask]:
-        """The tasks to run with their graders, trial counts and timeouts."""
-        tasks = suite.select(task_ids=self.task_ids, tags=self.tags)
-        if not tasks:
-            wanted = [*(f"--task {t}" for t in self.task_ids), *(f"--tag {t}" for t in self.tags)]
-            detail = f" matching {' '.join(wanted)}" if wanted else ""
-            raise EmptySelection(f"suite {suite.id!r}: no tasks{detail}; nothing to run")
-        suite_graders = [as_grader(g) for g in suite.graders]
-        planned = []
-        for task in tasks:
-            own = [as_grader(g) for g in task.graders]
-            if task.expect == "failure" and not own:
-                own = [agent_failed()]  # suite-wide checks alone never prove a refusal
-            graders = with_review([*suite_graders, *own], task)
-            planned.append(
-                PlannedTask(
-                    task=task,
-                    graders=graders,
-                    trials=suite.trials_for(task, self.trials),
-                    timeout=suite.timeout_for(task, self.timeout),
-                )
-            )
-        return planned
-
-    def check(self, suite: Suite) -> None:
-        """Refuse a run of `suite` that cannot work, before anything is stored: an empty
-        selection, a harness that is not one, a model that cannot be called here (no SDK, key
-        or weights), an executor that is not installed. Raises `SuiteError`."""
-        self.harness_for(suite, self.plan(suite))
-
-    def most_trials(self, suite: Suite) -> int:
-        """How many trials a run of `suite` takes (with adaptive trials: at most)."""
-        planned = self.plan(suite)
-        if self.adaptive is not None:
-            cap = self.adaptive.max_trials
-            return sum(cap or p.trials for p in planned)
-        return sum(p.trials for p in planned)
-
-    def harness_for(self, suite: Suite, planned: list[PlannedTask]) -> Harness:
-        """The harness that runs `planned` (checked: it exists, its models are known)."""
-        chosen = self.harness_override if self.harness_override is not None else suite.harness
-        if chosen is None:
-            has_model = suite.model is not None or self.model is not None
-            if not (has_model or all(p.task.model is not None for p in planned)):
-                raise SuiteError(
-                    f"suite {suite.id!r}: nothing to evaluate: give the agent under test as "
-                    "Suite(harness=your_function), or a model with Suite(model=...), "
-                    "--model or TRIALKIT_MODEL"
-                )
-            chosen = ChatHarness()
-        try:
-            harness = as_harness(chosen)
-        except TypeError as exc:
-            raise SuiteError(f"suite {suite.id!r}: harness: {exc}") from None
-        check_executor(self.executor)
-        models = self._models_of(harness, suite, planned)
-        check_models(f"suite {suite.id!r}", models, self.settings.cassette)
-        return harness
-
-    def _models_of(
-        self, harness: Harness, suite: Suite, planned: list[PlannedTask]
-    ) -> Iterator[str | Model]:
-        """Every model the run will call: the agent's and the judges'."""
-        for p in planned:
-            for model in (self._model_for(harness, suite, p.task), p.task.model):
-                if model is not None:
-                    yield model
-        own = getattr(harness, "model", None)  # e.g. a ToolAgent's (a string is a label)
-        if isinstance(own, Model):
-            yield own
-        fallback = self.settings.judge_model or suite.model or self.model
-        for p in planned:
-            yield from judge_models(p.graders, fallback)
-
-    def _model_for(self, harness: Harness, suite: Suite, task: Task | None) -> str | Model | None:
-        """The model that answers `task`: a chat harness's own, else task → suite → option."""
-        if isinstance(harness, ChatHarness) and harness.model is not None:
-            return harness.model
-        own = task.model if task is not None else None
-        return own or suite.model or self.model
 
     def _export(self, hook: str, *args: Any) -> None:
         for exporter in self.exporters:
@@ -343,77 +205,6 @@ class Runner:
         )
         return tuple(exact_pattern(task_id) for task_id in chosen)
 
-    def run_config(self, suite: Suite, harness: Harness) -> dict[str, Any]:
-        """The settings a new run of `suite` by `harness` records (`RunInfo.config`)."""
-        return {
-            "concurrency": self.concurrency,
-            "trials": self.trials,
-            "timeout": self.timeout,
-            "task_ids": list(self.task_ids),
-            "tags": list(self.tags),
-            "planned_trials": self.most_trials(suite),
-            "harness": getattr(harness, "name", type(harness).__name__),
-            "model": model_name(self._model_for(harness, suite, None))
-            if isinstance(harness, ChatHarness)
-            else None,
-            "judge_model": self.settings.judge_model,
-            "max_cost": self.max_cost,
-            "gate": self.gate,
-            "cache": self._cache_config(),
-            **({"source": dataclasses.asdict(suite.source)} if suite.source else {}),
-            **({"workers": self.workers} if self.workers > 1 else {}),
-            **({"executor": "ray"} if self.executor == "ray" else {}),
-            **self._adaptive_config(),
-        }
-
-    def _selects(self) -> bool:
-        """Whether only some tasks run (`--task`, `--tag`)."""
-        return bool(self.task_ids or self.tags)
-
-    def _cache_config(self) -> dict[str, Any]:
-        cassette = self.settings.cassette
-        network = {"capture": self.settings.capture, **offline_config(self.settings.offline)}
-        if cassette is None:
-            return {"mode": "live", **network}
-        return {"mode": cassette.mode.value, "folder": str(cassette.root), **network}
-
-    def _adaptive_config(self) -> dict[str, Any]:
-        if self.adaptive is None:
-            return {}
-        policy = self.adaptive
-        return {
-            "adaptive": {
-                "max_trials": policy.max_trials,
-                "precision": policy.precision,
-                "min_trials": policy.min_trials,
-                **(
-                    {}
-                    if policy.baseline is None
-                    else {
-                        "baseline": {k: list(v) for k, v in policy.baseline.items()},
-                        "alpha": policy.alpha,
-                    }
-                ),
-                "stopped": {},
-            }
-        }
-
-    def _schedule(
-        self, suite: Suite, planned: list[PlannedTask], done: dict[tuple[str, int], Verdict]
-    ) -> _Work:
-        """The trials to run: a fixed list, or an adaptive queue seeded with `done` ones."""
-        if self.adaptive is None:
-            return [(p, i) for p in planned for i in range(p.trials) if (p.task.id, i) not in done]
-        queue = AdaptiveQueue(
-            self.adaptive,
-            [(p.task.id, suite.task_kind(p.task), p.trials, p) for p in planned],
-            workers=self.concurrency,
-        )
-        for (task_id, index), verdict in sorted(done.items()):
-            if task_id in queue.tallies:
-                queue.seed(task_id, index, verdict)
-        return queue
-
     async def _resume(self, suite: Suite, run_id: str, retry_errors: bool) -> Report:
         from trialkit.store.resume import load_run, stored_verdicts
 
@@ -430,17 +221,7 @@ class Runner:
         config = run.config
         self.trials = config.get("trials")
         stored_policy = config.get("adaptive")
-        self.adaptive = (
-            Adaptive(
-                max_trials=stored_policy.get("max_trials"),
-                precision=stored_policy["precision"],
-                min_trials=stored_policy["min_trials"],
-                baseline=_stored_baseline(stored_policy.get("baseline")),
-                alpha=stored_policy.get("alpha", 0.05),
-            )
-            if stored_policy
-            else None
-        )
+        self.adaptive = Adaptive.from_config(stored_policy) if stored_policy else None
         self.timeout = config.get("timeout")
         self.task_ids = tuple(config.get("task_ids") or ())
         self.tags = tuple(config.get("tags") or ())
@@ -476,7 +257,7 @@ class Runner:
         harness: Harness,
         run: RunInfo,
         suite_info: SuiteInfo,
-        todo: _Work,
+        todo: Work,
         tallies: dict[str, TaskTally],
         *,
         plans: Sequence[TaskPlan] | None = None,
@@ -631,21 +412,6 @@ class Runner:
             raise RunFailed(reason, run_id=run.id, stored=stored_trials) from broken
         return report
 
-    def trial_runner(self, run_id: str, suite: Suite, harness: Harness) -> TrialRunner:
-        """What runs one trial of `suite` in this process."""
-        environment = suite.environment or NO_ENVIRONMENT
-        return TrialRunner(
-            run_id, suite, harness, environment, lambda task: self._model_for(harness, suite, task)
-        )
-
-    def run_settings(self, suite: Suite) -> ModelSettings:
-        """The model settings of a run of `suite`."""
-        fallback = suite.model or self.model
-        judge_model = self.settings.judge_model
-        if judge_model is None and isinstance(fallback, str):
-            judge_model = fallback  # DESIGN §2: the suite's model (else --model) judges too
-        return dataclasses.replace(self.settings, judge_model=judge_model, run_calls=[])
-
     @contextlib.asynccontextmanager
     async def _executor(
         self, suite: Suite, run: RunInfo, total: int
@@ -669,13 +435,6 @@ class Runner:
         workers = min(self.workers, total, self.concurrency)  # each runs at least one trial
         async with open_pool(suite, self, run.id, workers=workers, concurrency=share) as pool:
             yield pool.run
-
-
-def _stored_baseline(value: Any) -> dict[str, tuple[int, int]] | None:
-    """The adaptive policy's baseline trials as a run's config keeps them."""
-    if not isinstance(value, dict):
-        return None
-    return {str(k): (int(v[0]), int(v[1])) for k, v in value.items()}
 
 
 def _record_retries(store: Store, run: RunInfo, retried: set[tuple[str, int]]) -> None:

@@ -30,7 +30,8 @@ from trialkit.report import (
     build_task_report,
 )
 from trialkit.run._writer import TrialWriter
-from trialkit.run.runner import EmptySelection, Runner, new_run_id
+from trialkit.run.planner import EmptySelection
+from trialkit.run.runner import Runner, new_run_id
 from trialkit.run.trial import PlannedTask
 from trialkit.trial import Trial
 
