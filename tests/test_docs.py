@@ -287,7 +287,15 @@ def broken_links(name: str, text: str, root: Path = ROOT) -> list[str]:
     return broken
 
 
-@pytest.mark.parametrize("name", ALL_DOCS)
+# the pages, and the other Markdown files that link into them
+LINKING = (
+    *ALL_DOCS,
+    "CHANGELOG.md",
+    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*/README.md")),
+)
+
+
+@pytest.mark.parametrize("name", LINKING)
 def test_links_and_anchors_resolve(name: str) -> None:
     text = (ROOT / name).read_text(encoding="utf-8")
     assert broken_links(name, text) == []
