@@ -34,6 +34,7 @@ __all__ = ["HOME", "ContainerProcess", "ContainerProvider", "ContainerSandbox"]
 
 HOME = "/home/trialkit"
 START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 10.0
 _READY = b"trialkit-ready\n"
 _KEEPER = "echo trialkit-ready; exec cat >/dev/null"
 _EXEC_MARK = "TRIALKIT_EXEC"
@@ -211,16 +212,19 @@ class ContainerSandbox(Sandbox):
         if self.relay is not None:
             self.relay.close()
             self.relay = None
-        await self.engine.run("rm", "--force", self.name, check=False)
+        # the keeper ends at the end of its input, the container with it, and `run --rm`
+        # returns once the container is removed: no second client to start
         if client.stdin is not None:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await client.stdin.aclose()
-        with anyio.move_on_after(10) as waited:
+        with anyio.move_on_after(STOP_TIMEOUT_S) as waited:
             await client.wait()
         if waited.cancelled_caught:
             with contextlib.suppress(ProcessLookupError):
                 client.kill()
             await client.wait()
+        if waited.cancelled_caught or client.returncode != 0:
+            await self.engine.run("rm", "--force", self.name, check=False)
         await anyio.to_thread.run_sync(self._take_workspace_back)
 
     async def set_phase(self, phase: Phase) -> None:
