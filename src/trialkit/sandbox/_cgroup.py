@@ -84,12 +84,15 @@ class Cgroups:
             Group(self.version, {key: p / name for key, p in self.parents.items()}).remove()
         return len(names)
 
-    def group(self) -> Group | None:
-        """A new, empty group for one command; `None` when none can be made."""
+    def group(self, cpu: bool = True) -> Group | None:
+        """A new, empty group (with CPU accounting when `cpu`, on v1); `None` when none can
+        be made."""
         if self.version == 0:
             return None
         name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
-        folders = {key: parent / name for key, parent in self.parents.items()}
+        folders = {
+            key: parent / name for key, parent in self.parents.items() if cpu or key != "cpuacct"
+        }
         made: list[Path] = []
         try:
             for folder in folders.values():
@@ -168,13 +171,21 @@ class Group:
         for folder in self.folders.values():
             (folder / "cgroup.procs").write_text(str(pid))
 
-    def hit(self) -> LimitName | None:
-        """The limit that was hit, memory first (an out-of-memory kill ends a process; a full
-        process table only refuses a fork)."""
+    def events(self) -> tuple[int, int]:
+        """How many out-of-memory kills and refused forks the group has seen so far."""
         memory = "memory.events" if self.version == 2 else "memory.oom_control"
-        if _count(self._file("memory", memory), "oom_kill") > 0:
+        return (
+            _count(self._file("memory", memory), "oom_kill"),
+            _count(self._file("pids", "pids.events"), "max"),
+        )
+
+    def hit(self, since: tuple[int, int] = (0, 0)) -> LimitName | None:
+        """The limit that was hit after the `events()` of `since`, memory first (an
+        out-of-memory kill ends a process; a full process table only refuses a fork)."""
+        kills, refusals = self.events()
+        if kills > since[0]:
             return "memory"
-        if _count(self._file("pids", "pids.events"), "max") > 0:
+        if refusals > since[1]:
             return "processes"
         return None
 

@@ -81,6 +81,9 @@ async def run_to_end(
         with anyio.CancelScope(shield=True):
             await process.kill()
         raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
     # the sandbox's own account of a limit (memory, processes, ...) names the cause; a wall
     # clock or output cap is what stopped a process that hit it
     limit = process.limit() or (stopped[0] if stopped else None)

@@ -56,6 +56,10 @@ class HostProcess(SandboxProcess):
     def limit(self) -> LimitName | None:
         return self._limit
 
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.process.aclose()
+
 
 async def start(
     argv: Sequence[str],

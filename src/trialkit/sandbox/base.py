@@ -293,6 +293,12 @@ class SandboxProcess(ABC):
     def returncode(self) -> int | None:
         """Its exit status once it ended, else `None`."""
 
+    async def aclose(self) -> None:
+        """End it if it still runs, wait for it, and release its pipes."""
+        if self.returncode is None:
+            await self.kill()
+        await self.wait()
+
 
 class Sandbox(ABC):
     """One trial's sandbox, started by `SandboxProvider.sandbox`."""

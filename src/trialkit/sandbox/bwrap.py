@@ -15,7 +15,7 @@ loopback, listeners at the ports of the trial's endpoints (its model proxy, its 
 relayed to the same ports of this machine's loopback (`_bridge`: needs root); `host` shares
 the host's network and is allowed only when the provider is made with `allow_host=True`.
 
-Limits: memory and processes through a cgroup per command (v1 or v2, where one can be
+Limits: memory and processes through a cgroup per trial (v1 or v2, where one can be
 written: `_cgroup`), CPU time per process (RLIMIT_CPU), the size of one file (RLIMIT_FSIZE)
 and, after each command, the bytes of the workspace, HOME and /tmp together (disk), the wall
 clock and output of `exec`.
@@ -27,14 +27,17 @@ inside, default `/home/sandbox`), `allow_host`.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
+import queue
 import resource
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import cached_property
@@ -46,6 +49,7 @@ import anyio.to_thread
 from trialkit.sandbox import _process
 from trialkit.sandbox._bridge import Bridge, can_enter, loopback_endpoints
 from trialkit.sandbox._cgroup import Cgroups, Group
+from trialkit.sandbox._etc import ETC_ALLOWED, staged_etc
 from trialkit.sandbox.base import (
     Capabilities,
     LimitName,
@@ -60,44 +64,6 @@ from trialkit.sandbox.base import (
 )
 
 __all__ = ["ETC_ALLOWED", "BwrapProvider", "BwrapSandbox"]
-
-ETC_ALLOWED = (
-    "alternatives",
-    "bash.bashrc",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "debian_version",
-    "gai.conf",
-    "group",
-    "host.conf",
-    "hostname",
-    "hosts",
-    "inputrc",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "locale.alias",
-    "localtime",
-    "magic",
-    "magic.mime",
-    "mime.types",
-    "nsswitch.conf",
-    "os-release",
-    "passwd",
-    "profile",
-    "protocols",
-    "resolv.conf",
-    "services",
-    "shells",
-    "ssl/certs",
-    "ssl/openssl.cnf",
-    "terminfo",
-    "timezone",
-)
-"""The files and folders of `/etc` a sandbox sees (read-only), where the host has them. User
-names and groups (`passwd`, `group`: no password hashes), name resolution, the dynamic linker,
-`alternatives` (the targets of many `/usr/bin` links), certificates, locale and terminal
-data. Nothing that holds a secret or a credential."""
 
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 STATE_PREFIX = "trialkit-sandbox-"
@@ -154,7 +120,7 @@ class BwrapProvider(SandboxProvider):
         limits: set[LimitName] = {"wall_clock", "output", "cpu_time", "disk"}
         limits |= self.cgroups.limits
         cgroup = (
-            f"cgroup v{self.cgroups.version}: memory and processes per command"
+            f"cgroup v{self.cgroups.version}: memory and processes per trial"
             if self.cgroups.version
             else f"no cgroup ({self.cgroups.why_not}): no memory or process limit"
         )
@@ -209,7 +175,7 @@ class BwrapProvider(SandboxProvider):
         finally:
             with anyio.CancelScope(shield=True):
                 await sandbox.stop()
-                await anyio.to_thread.run_sync(lambda: shutil.rmtree(state, ignore_errors=True))
+                _REAPER.remove(state, sandbox.group)
 
     def _make(
         self, workspace: Path, policy: SandboxPolicy, bridged: list[tuple[str, int]]
@@ -238,6 +204,7 @@ class BwrapSandbox(Sandbox):
         (state / "home").mkdir()
         (state / "tmp").mkdir(mode=0o1777)
         self.running: set[_process.HostProcess] = set()
+        self.group: Group | None = None
 
     @property
     def info(self) -> SandboxInfo:
@@ -259,9 +226,8 @@ class BwrapSandbox(Sandbox):
 
     async def stop(self) -> None:
         for process in list(self.running):
-            await process.kill()
             with contextlib.suppress(Exception):
-                await process.wait()
+                await process.aclose()
         self.running.clear()
 
     def _argv(
@@ -287,10 +253,7 @@ class BwrapSandbox(Sandbox):
                 command += ["--ro-bind", str(top), str(top)]
         command += ["--proc", "/proc", "--dev", "/dev"]
         command += ["--bind", str(self.state / "tmp"), "/tmp"]
-        for name in ETC_ALLOWED:
-            path = Path("/etc") / name
-            if path.exists():
-                command += ["--ro-bind", str(path), str(path)]
+        command += ["--ro-bind", str(staged_etc(STATE_PREFIX)), "/etc"]
         for extra in self.owner.options.get("read_only") or ():
             command += ["--ro-bind-try", str(extra), str(extra)]
         command += ["--bind", str(self.state / "home"), str(self.home)]
@@ -354,15 +317,12 @@ class BwrapSandbox(Sandbox):
             line = error.decode(errors="replace").strip() or f"exit {process.returncode}"
             raise SandboxError(f"bwrap could not start the sandbox: {line}") from None
         limits = self.policy.limits
-        group: Group | None = None
         bridge = Bridge(self.endpoints if network == "model-only" else ())
         try:
-            if limits.memory_bytes is not None or limits.processes is not None:
-                group = self.owner.cgroups.group()
-                if group is None:
-                    raise SandboxError("sandbox 'bwrap': cannot make a cgroup for its limits")
-                processes = None if limits.processes is None else limits.processes + 1
-                group.set_limits(limits.memory_bytes, processes)  # +1: bwrap's init
+            group = self._group()
+            since = (0, 0)
+            if group is not None:
+                since = group.events()
                 group.add(child)
             _set_rlimits(child, limits.cpu_seconds, limits.disk_bytes)
             bridge.open(child)
@@ -371,14 +331,22 @@ class BwrapSandbox(Sandbox):
             bridge.close()
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            if group is not None:
-                group.remove()
             raise
-        judge = _Judge(self, group, bridge)
-        handle = _process.HostProcess(process, on_exit=judge)
-        self.running.add(handle)
-        judge.handle = handle
+        handle = _process.HostProcess(process, on_exit=_Judge(self, group, since, bridge))
+        self.running.add(handle)  # its pipes are closed at the trial's end at the latest
         return handle
+
+    def _group(self) -> Group | None:
+        """The trial's cgroup, made at its first command when its limits need one."""
+        limits = self.policy.limits
+        if self.group is None and (limits.memory_bytes or limits.processes):
+            self.group = self.owner.cgroups.group(cpu=limits.cpu_seconds is not None)
+            if self.group is None:
+                raise SandboxError("sandbox 'bwrap': cannot make a cgroup for its limits")
+            # +1: each command's init (bwrap) is in the group too
+            processes = None if limits.processes is None else limits.processes + 1
+            self.group.set_limits(limits.memory_bytes, processes)
+        return self.group
 
     # -- files, straight from the host where the path stays in a folder the trial owns --------
 
@@ -437,23 +405,22 @@ class BwrapSandbox(Sandbox):
 class _Judge:
     """Which limit ended a command, once it ended; and its cgroup and bridge gone."""
 
-    def __init__(self, sandbox: BwrapSandbox, group: Group | None, bridge: Bridge) -> None:
+    def __init__(
+        self, sandbox: BwrapSandbox, group: Group | None, since: tuple[int, int], bridge: Bridge
+    ) -> None:
         self.sandbox = sandbox
         self.group = group
+        self.since = since
         self.bridge = bridge
-        self.handle: _process.HostProcess | None = None
 
     def __call__(self, code: int) -> LimitName | None:
         limits = self.sandbox.policy.limits
         self.bridge.close()
-        if self.handle is not None:
-            self.sandbox.running.discard(self.handle)
         hit: LimitName | None = None
         cpu: float | None = None
         if self.group is not None:
-            hit = self.group.hit()
+            hit = self.group.hit(self.since)
             cpu = self.group.cpu_seconds()
-            self.group.remove()
         if hit is not None:
             return hit
         if limits.cpu_seconds is not None and (
@@ -494,6 +461,47 @@ def _ids(user: str | None) -> tuple[int | None, int | None]:
     if not uid.isdigit() or (gid and not gid.isdigit()):
         raise SandboxError(f"sandbox 'bwrap': user {user!r}: give root, a uid or uid:gid")
     return int(uid), int(gid or uid)
+
+
+class _Reaper:
+    """Removes the trials' /tmp and HOME folders in a thread of its own: removing even a small
+    tree takes ~10 ms on some file systems (gVisor's), which a trial need not wait for. A
+    folder is renamed at once (so it is out of the trial's way), then removed; what is still
+    queued when trialkit exits is removed then."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[tuple[Path, Group | None] | None] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def remove(self, folder: Path, group: Group | None = None) -> None:
+        done = folder.with_name(folder.name + "-done")
+        try:
+            folder.rename(done)
+        except OSError:
+            done = folder
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="trialkit-sandbox-reaper")
+                self.thread.daemon = True
+                self.thread.start()
+                atexit.register(self.drain)
+        self.queue.put((done, group))
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            folder, group = item
+            if group is not None:
+                group.remove()
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def drain(self) -> None:
+        self.queue.put(None)
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+
+
+_REAPER = _Reaper()
 
 
 def _alive(pid: int) -> bool:

@@ -169,14 +169,16 @@ async def _network(ctx: _Context, sandbox: Sandbox) -> tuple[bool, str]:
 async def _env_and_processes(ctx: _Context, sandbox: Sandbox) -> tuple[bool, str]:
     marker = f"60.{secrets.randbelow(10**9):09d}"
     os.environ["TRIALKIT_CANARY_SECRET"] = marker
-    host = await anyio.open_process(["sleep", marker], start_new_session=True)
+    host = await anyio.open_process(
+        ["sleep", marker], stdin=None, stdout=None, stderr=None, start_new_session=True
+    )
     try:
         script = "env; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"
         result = await sandbox.exec(["sh", "-c", script])
     finally:
         os.environ.pop("TRIALKIT_CANARY_SECRET", None)
         host.kill()
-        await host.wait()
+        await host.aclose()
     seen = []
     if "TRIALKIT_CANARY_SECRET" in result.stdout_text:
         seen.append("a host environment variable")
