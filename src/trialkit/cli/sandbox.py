@@ -15,12 +15,12 @@ def sandbox_command() -> None:
 
 
 @sandbox_command.command("check")
-@click.argument("provider", required=False)
+@click.argument("providers", metavar="[PROVIDER]...", nargs=-1)
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown (for the docs).")
 @debug_option
 @handle_errors
-def check_command(provider: str | None, markdown: bool, debug: bool) -> None:
-    """Run the canaries against PROVIDER (default: every provider known here) and print a
+def check_command(providers: tuple[str, ...], markdown: bool, debug: bool) -> None:
+    """Run the canaries against each PROVIDER (default: every provider known here) and print a
     provider x canary table: a secret file outside the workspace, writes outside it, the
     network (a host service on 127.0.0.1, another address, the model proxy's URL), the host's
     environment and processes, a setsid or double-forked child, a fork bomb, a memory hog,
@@ -28,8 +28,8 @@ def check_command(provider: str | None, markdown: bool, debug: bool) -> None:
 
     "held": the provider claims it and it held; "BROKEN": it claims it and it did not;
     "not claimed": the provider does not claim it (a fork bomb or memory hog is then not run).
-    Exit 1 when a claimed canary broke or errored; exit 2 when PROVIDER is unknown or cannot
-    run here (the line says how to install it).
+    Exit 1 when a claimed canary broke or errored; exit 2 when a PROVIDER named is unknown or
+    cannot run here (the line says how to install it).
     """
     import anyio
 
@@ -37,18 +37,18 @@ def check_command(provider: str | None, markdown: bool, debug: bool) -> None:
     from trialkit.sandbox.check import check_provider, markdown_table
     from trialkit.sandbox.registry import load_provider, provider_names
 
-    names = [provider] if provider else provider_names()
+    named = bool(providers)
     reports = []
-    for name in names:
+    for name in providers or provider_names():
         try:
             loaded = load_provider(name)
         except SandboxError as exc:
-            if provider:
+            if named:
                 fail(str(exc))
             click.echo(f"{name}: {exc}", err=True)
             continue
         report = anyio.run(check_provider, loaded)
-        if provider and report.unavailable is not None:
+        if named and report.unavailable is not None:
             fail(report.unavailable)
         reports.append(report)
     if markdown:

@@ -15,7 +15,7 @@ import signal
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -79,8 +79,10 @@ class _Context:
     forbidden_port: int
 
     def policy(self, *, network: NetworkMode = "none", **limits: float | int) -> SandboxPolicy:
-        return SandboxPolicy(
-            provider=self.provider.name,
+        """The provider's default policy (its image, its user), with this network and these
+        limits."""
+        return replace(
+            self.provider.default_policy(),
             network=NetworkPolicy(network),
             grader_network=NetworkPolicy(network),
             limits=Limits(**limits),  # type: ignore[arg-type]
