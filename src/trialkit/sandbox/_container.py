@@ -96,6 +96,12 @@ class ContainerProcess(SandboxProcess):
     def limit(self) -> LimitName | None:
         return self._limit
 
+    async def aclose(self) -> None:
+        if self.returncode is None:
+            await self.kill()
+        await self.wait()
+        await self.client.aclose()
+
 
 class ContainerSandbox(Sandbox):
     """One trial's container (see the module's docstring)."""
@@ -113,6 +119,7 @@ class ContainerSandbox(Sandbox):
         self.pid = 0
         self.relay: Relay | None = None
         self.endpoints: list[tuple[str, int]] = []
+        self.processes: list[ContainerProcess] = []
         self._groups: dict[str, Path] = {}
         self._owner: tuple[int, int] | None = None
 
@@ -225,6 +232,9 @@ class ContainerSandbox(Sandbox):
             await client.wait()
         if waited.cancelled_caught or client.returncode != 0:
             await self.engine.run("rm", "--force", self.name, check=False)
+        await client.aclose()
+        for process in self.processes:
+            await process.aclose()
         await anyio.to_thread.run_sync(self._take_workspace_back)
 
     async def set_phase(self, phase: Phase) -> None:
@@ -262,7 +272,9 @@ class ContainerSandbox(Sandbox):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        return ContainerProcess(client, self, mark)
+        process = ContainerProcess(client, self, mark)
+        self.processes.append(process)
+        return process
 
     async def read_file(self, path: str) -> bytes:
         inside = self._in_workspace(path)

@@ -87,6 +87,9 @@ class DockerProvider(SandboxProvider):
         image = self.options.get("image") or os.environ.get(IMAGE_ENV)
         return str(image) if image else None
 
+    def default_policy(self) -> SandboxPolicy:
+        return SandboxPolicy(provider=self.name, image=self.default_image())
+
     def _no_image(self) -> str:
         return (
             f"sandbox {self.name!r} needs an image: sandbox: {{provider: {self.name}, "
