@@ -27,7 +27,7 @@ from trialkit.sandbox.base import (
     SandboxUnavailable,
 )
 from trialkit.sandbox.check import CANARIES, ProviderReport, check_provider
-from trialkit.sandbox.docker import DockerProvider
+from trialkit.sandbox.docker import IMAGE_ENV, DockerProvider
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX only")
 
@@ -272,7 +272,10 @@ def test_an_image_that_is_not_here_is_refused_in_one_line(tmp_path: Path) -> Non
         assert "cannot be pulled" in line and "--sandbox bwrap" in line and "debootstrap" in line
 
 
-def test_policies_it_cannot_enforce_are_refused_before_any_trial() -> None:
+def test_policies_it_cannot_enforce_are_refused_before_any_trial(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(IMAGE_ENV, raising=False)
     provider = container_provider()
     provider.check(policy(network="none"))
     with pytest.raises(PolicyRefused, match="allowlist"):
@@ -289,7 +292,7 @@ KILLED_RUN = """
 import sys, anyio
 from pathlib import Path
 from trialkit.sandbox.base import NetworkPolicy, SandboxPolicy
-from trialkit.sandbox.docker import DockerProvider
+from trialkit.sandbox.docker import IMAGE_ENV, DockerProvider
 
 async def main():
     provider = DockerProvider(image=sys.argv[1], run_id=sys.argv[2])
