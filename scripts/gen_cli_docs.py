@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from trialkit.cli.main import cli
+from trialkit.run.options import OPTIONS, Option
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 
@@ -38,8 +39,49 @@ When both apply, 3 wins over 1: a run whose trials errored cannot be trusted to 
 """
 
 
+SETTINGS_HEADER = """## Settings
+
+Every option of `trialkit run` is declared once (`trialkit.run.options`); this table is made from
+those declarations. A setting is looked up in one order: its flag, then its environment variable,
+then (under pytest) its `trialkit_*` ini key, then its key in `[tool.trialkit]` of the nearest
+`pyproject.toml` (from the working directory up to the repository's root), then its default.
+Options without a variable or a key (report files, `--resume`, `--task`, ...) belong to one run
+and are flags only. See docs/configuration.md.
+
+| setting | flag | env var | `[tool.trialkit]` key | pytest | default | commands |
+|---|---|---|---|---|---|---|
+"""
+
+
+def _cell(text: str | None) -> str:
+    """Code in a table cell (its `|` escaped, as GitHub and MkDocs read tables)."""
+    return f"`{text}`".replace("|", "\\|") if text else "—"
+
+
+def settings_table(options: tuple[Option, ...] = OPTIONS) -> str:
+    """One row a setting: where it may be set, its default and the commands that take it."""
+    rows = []
+    for option in options:
+        flag = option.cli_flag + (f" {option.metavar}" if option.metavar else "")
+        pytest = f"`{option.pytest_flag}`, `{option.ini}`" if option.pytest else "—"
+        default = option.default_text or (
+            None if option.default in (None, False, ()) else str(option.default)
+        )
+        commands = (
+            "every command with `--store`"
+            if "*" in option.commands
+            else (", ".join(option.commands) or "pytest only")
+        )
+        rows.append(
+            f"| {option.name} | {_cell(flag) if option.commands else '—'} | {_cell(option.env)} "
+            f"| {_cell(option.key if option.pyproject else None)} | {pytest} "
+            f"| {default or '—'} | {commands} |"
+        )
+    return SETTINGS_HEADER + "\n".join(rows) + "\n"
+
+
 def render() -> str:
-    parts = [HEADER]
+    parts = [HEADER, settings_table()]
     root = click.Context(cli, info_name="trialkit", terminal_width=100, max_content_width=100)
     parts.append(f"## trialkit\n\n```text\n{cli.get_help(root)}\n```\n")
     for name in sorted(cli.commands):  # type: ignore[attr-defined]

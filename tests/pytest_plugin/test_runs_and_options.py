@@ -84,16 +84,16 @@ def _who_answered(pytester: pytest.Pytester, *args: str) -> str | None:
     return run.tasks[0].results[0].output
 
 
-def test_options_come_from_the_flag_then_ini_then_pyproject_then_environment(
+def test_options_come_from_the_flag_then_environment_then_ini_then_pyproject(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(eval_answer=ANSWER)
-    monkeypatch.setenv("TRIALKIT_MODEL", "scripted/environment")
-    assert _who_answered(pytester) == "environment"
     pytester.makepyprojecttoml('[tool.trialkit]\nmodel = "scripted/pyproject"\ntrials = 2\n')
     assert _who_answered(pytester) == "pyproject"
     pytester.makeini("[pytest]\ntrialkit_model = scripted/ini\n")
     assert _who_answered(pytester) == "ini"
+    monkeypatch.setenv("TRIALKIT_MODEL", "scripted/environment")
+    assert _who_answered(pytester) == "environment"
     assert _who_answered(pytester, "--trialkit-model", "scripted/flag") == "flag"
 
 

@@ -36,13 +36,12 @@ class CliError(Exception):
 
 
 def store_option(fn: F) -> F:
-    return click.option(
-        "--store",
-        "store_url",
-        metavar="URL",
-        help="Where runs are kept: a SQLAlchemy URL or a SQLite file path "
-        "[env TRIALKIT_STORE; default .trialkit/trialkit.db].",
-    )(fn)
+    """`--store URL`, as `trialkit.run.options` declares it (with `TRIALKIT_STORE` and
+    `[tool.trialkit]`'s `store`, read by `open_store`)."""
+    from trialkit.cli._options import click_option
+    from trialkit.run.options import OPTIONS
+
+    return click_option(next(o for o in OPTIONS if o.name == "store"), "*")(fn)
 
 
 def format_options(*formats: str) -> Callable[[F], F]:
@@ -127,8 +126,11 @@ def stdout_console() -> Console:
 def open_store(url: str | None, *, create: bool = False) -> Any:
     """The store the command works on. Only `trialkit run` creates one (`create`): every other
     command reads runs, so a missing store is an error, and no file or folder is made."""
+    from trialkit.cli._options import store_value
     from trialkit.store import Store, resolve_store_url
 
+    if url is None:
+        url = store_value()
     return Store(resolve_store_url(url, create=create), create=create)
 
 

@@ -14,8 +14,8 @@ from trialkit.cli._common import (
     handle_errors,
     open_store,
     stdout_console,
-    store_option,
 )
+from trialkit.cli._options import options_of, read_options, store_value
 from trialkit.run.settings import RunSettings, SettingsError
 
 if TYPE_CHECKING:
@@ -39,40 +39,7 @@ if TYPE_CHECKING:
     help="Regrade only this grader (its full name, e.g. \"contains('paris')\", or its kind, "
     "e.g. contains) and keep the other scores as stored (repeatable) [default: every grader].",
 )
-@click.option(
-    "--judge-model", help="The model judges use when they name none [default: the run's]."
-)
-@click.option(
-    "--cache",
-    "cache_dir",
-    type=click.Path(file_okay=False),
-    envvar="TRIALKIT_CACHE",
-    metavar="DIR",
-    help="Cassette folder the judges' calls are recorded in and replayed from "
-    "[env TRIALKIT_CACHE].",
-)
-@click.option(
-    "--cache-mode",
-    type=click.Choice(["live", "record", "replay", "auto"]),
-    envvar="TRIALKIT_CACHE_MODE",
-    help="As for `trialkit run`: live, record, replay (a miss is an error) or auto "
-    "[default: auto with --cache, else live; env TRIALKIT_CACHE_MODE].",
-)
-@click.option(
-    "--offline",
-    is_flag=True,
-    help="Refuse every request of a grader to a host other than this machine, in a "
-    "loopback-only network namespace where the machine allows one.",
-)
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="Trials graded at once.",
-)
-@click.option("--name", help="A name for the new run.")
-@store_option
+@options_of("regrade")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict changes and the run.")
 @debug_option
 @handle_errors
@@ -80,15 +47,9 @@ def regrade_command(
     run_ref: str,
     target: str | None,
     graders: tuple[str, ...],
-    judge_model: str | None,
-    cache_dir: str | None,
-    cache_mode: str | None,
-    offline: bool,
-    concurrency: int,
-    name: str | None,
-    store_url: str | None,
     quiet: bool,
     debug: bool,
+    **params: Any,
 ) -> None:
     """Score the stored run RUN again with its suite's current graders, without running the agent.
 
@@ -106,18 +67,13 @@ def regrade_command(
     from trialkit.run.regrade import regrade
     from trialkit.store.resume import load_run
 
+    o = read_options("regrade", params)
     try:
-        settings = RunSettings.parse(
-            cache=cache_dir,
-            cache_mode=cache_mode,
-            judge_model=judge_model,
-            offline=offline,
-            concurrency=concurrency,
-            name=name,
-        )
+        settings = RunSettings.parse(option_names=o.where(), **o.for_settings())
     except SettingsError as exc:
         fail(str(exc))
-    if offline:
+    store_url = store_value(o)
+    if o.offline:
         from trialkit.cli._offline import confine_offline
 
         confine_offline(store_url)

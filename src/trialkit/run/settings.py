@@ -121,15 +121,20 @@ class RunSettings:
         cache_mode: str | None = None,
         min_pass_rate: str | float | None = None,
         fail_on_error: str | float | None = None,
+        no_capture: bool | None = None,
         option_names: Mapping[str, str] | None = None,
         **values: Any,
     ) -> RunSettings:
         """Settings from options as a user types them; the other `values` are taken as they are.
 
-        `option_names` maps a field to the name the caller's users know it by (default: the
-        CLI's `--trials`, `--cache`, ...), for the messages of `SettingsError`.
+        The options and their names are declared in `trialkit.run.options`. `option_names` maps
+        a field to where its value came from, as the user knows it (default: the CLI's
+        `--trials`, `--cache`, ...; or `TRIALKIT_TRIALS`, `pyproject.toml:3: [tool.trialkit]
+        trials`), for the messages of `SettingsError`.
         """
         names = _OptionNames(option_names or {})
+        if no_capture is not None:
+            values.setdefault("capture", not no_capture)
         count, adaptive = parse_trials(trials, max_trials, precision, names)
         return cls(
             trials=count,
