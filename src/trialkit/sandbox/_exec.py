@@ -1,16 +1,33 @@
 """`Sandbox.exec` over `Sandbox.open_process`: input fed, both outputs read with a cap, a wall
-clock, and the process stopped (with all it started) at the first limit."""
+clock, and the process stopped (with all it started) at the first limit.
+
+It knows a sandbox process by its type only: `Sandbox.exec` (in `base`) makes its
+`ExecResult` of what `run_to_end` returns."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import time
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 import anyio.abc
 
-from trialkit.sandbox.base import ExecResult, LimitName, SandboxProcess
+if TYPE_CHECKING:
+    from trialkit.sandbox.base import LimitName, SandboxProcess
+
+
+class Ended(NamedTuple):
+    """How a process run by `run_to_end` ended: the fields of an `ExecResult`."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    limit: LimitName | None
+    duration_s: float
 
 
 class _Capped:
@@ -35,7 +52,7 @@ class _Capped:
 
 async def run_to_end(
     process: SandboxProcess, data: bytes | None, cap: int | None, wall: float | None
-) -> ExecResult:
+) -> Ended:
     started = time.monotonic()
     out, err = _Capped(cap), _Capped(cap)
     stopped: list[LimitName] = []
@@ -87,7 +104,7 @@ async def run_to_end(
     # the sandbox's own account of a limit (memory, processes, ...) names the cause; a wall
     # clock or output cap is what stopped a process that hit it
     limit = process.limit() or (stopped[0] if stopped else None)
-    return ExecResult(
+    return Ended(
         returncode=returncode,
         stdout=bytes(out.data),
         stderr=bytes(err.data),

@@ -34,6 +34,8 @@ from typing import Any, ClassVar, Literal, get_args
 import anyio
 import anyio.abc
 
+from trialkit.sandbox._exec import run_to_end
+
 __all__ = [
     "DEFAULT_OUTPUT_BYTES",
     "LIMIT_NAMES",
@@ -321,6 +323,12 @@ class Sandbox(ABC):
         done). Providers whose network is set per process need nothing more."""
         self.phase = phase
 
+    async def allow(self, endpoints: Sequence[str]) -> None:
+        """Let the `model-only` and `allowlist` networks reach `endpoints` too (URLs on this
+        machine's loopback, e.g. an MCP server started for one turn), from the next process
+        on. Providers that cannot add endpoints to a running sandbox raise `SandboxError`."""
+        raise SandboxError(f"sandbox {self.provider!r} cannot add endpoints once started")
+
     @abstractmethod
     async def open_process(
         self,
@@ -349,8 +357,6 @@ class Sandbox(ABC):
         """Run `argv` to its end (or its limit). Output past the cap stops the command
         (`limit="output"`); `timeout` (else the policy's wall clock) stops it with
         `limit="wall_clock"`. Everything it started is gone when this returns."""
-        from trialkit.sandbox._exec import run_to_end
-
         limits = self.policy.limits
         cap = output_bytes if output_bytes is not None else limits.output_bytes
         wall = timeout if timeout is not None else limits.wall_clock_seconds
@@ -358,7 +364,7 @@ class Sandbox(ABC):
         process = await self.open_process(
             list(argv), cwd=cwd, env=env, user=user, stdin=data is not None
         )
-        return await run_to_end(process, data, cap, wall)
+        return ExecResult(**(await run_to_end(process, data, cap, wall))._asdict())
 
     async def read_file(self, path: str) -> bytes:
         """The bytes of the file at `path` in the sandbox (`FileNotFoundError` if none)."""
