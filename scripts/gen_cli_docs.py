@@ -18,6 +18,10 @@ from trialkit.cli.main import cli
 from trialkit.run.options import OPTIONS, Option
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+CONFIGURATION = DOC.parent / "configuration.md"
+"""Its table of every setting, between these two lines, is made here too."""
+TABLE_START = "<!-- settings table: made by scripts/gen_cli_docs.py -->\n"
+TABLE_END = "<!-- end of the settings table -->\n"
 
 HEADER = """# Command-line reference
 
@@ -48,7 +52,8 @@ then (under pytest) its `trialkit_*` ini key, then its key in `[tool.trialkit]` 
 Options without a variable or a key (report files, `--resume`, `--task`, ...) belong to one run
 and are flags only. See docs/configuration.md.
 
-| setting | flag | env var | `[tool.trialkit]` key | pytest | default | commands |
+"""
+TABLE_HEAD = """| setting | flag | env var | `[tool.trialkit]` key | pytest | default | commands |
 |---|---|---|---|---|---|---|
 """
 
@@ -58,10 +63,15 @@ def _cell(text: str | None) -> str:
     return f"`{text}`".replace("|", "\\|") if text else "—"
 
 
-def settings_table(options: tuple[Option, ...] = OPTIONS) -> str:
+def settings_table(options: tuple[Option, ...] | None = None) -> str:
+    """The section of docs/cli.md: how settings are looked up, and the table."""
+    return SETTINGS_HEADER + TABLE_HEAD + settings_rows(options)
+
+
+def settings_rows(options: tuple[Option, ...] | None = None) -> str:
     """One row a setting: where it may be set, its default and the commands that take it."""
     rows = []
-    for option in options:
+    for option in OPTIONS if options is None else options:
         flag = option.cli_flag + (f" {option.metavar}" if option.metavar else "")
         pytest = f"`{option.pytest_flag}`, `{option.ini}`" if option.pytest else "—"
         default = option.default_text or (
@@ -77,7 +87,7 @@ def settings_table(options: tuple[Option, ...] = OPTIONS) -> str:
             f"| {_cell(option.key if option.pyproject else None)} | {pytest} "
             f"| {default or '—'} | {commands} |"
         )
-    return SETTINGS_HEADER + "\n".join(rows) + "\n"
+    return "\n".join(rows) + "\n"
 
 
 def render() -> str:
@@ -93,14 +103,27 @@ def render() -> str:
     return "\n".join(parts)
 
 
+def with_table(page: str) -> str:
+    """docs/configuration.md with its settings table made again."""
+    before, found, rest = page.partition(TABLE_START)
+    _, end, after = rest.partition(TABLE_END)
+    if not (found and end):
+        raise SystemExit(f"{CONFIGURATION}: the lines {TABLE_START!r} and {TABLE_END!r} are gone")
+    return before + TABLE_START + "\n" + TABLE_HEAD + settings_rows() + "\n" + TABLE_END + after
+
+
 def main() -> None:
-    text = render()
+    made = {DOC: render()}
+    if CONFIGURATION.exists():
+        made[CONFIGURATION] = with_table(CONFIGURATION.read_text(encoding="utf-8"))
     if "--check" in sys.argv:
-        if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
-            print(f"{DOC} is stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
-            sys.exit(1)
+        for path, text in made.items():
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                print(f"{path} is stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
+                sys.exit(1)
         return
-    DOC.write_text(text, encoding="utf-8")
+    for path, text in made.items():
+        path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -131,8 +131,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "trials",
         "Trials per task (overrides the suite), or `auto`: sample each task only while its "
-        "verdict or pass rate is undecided (see --max-trials, --precision); with --baseline, also "
-        "only while more trials could change its comparison with the baseline.",
+        "verdict or pass rate is undecided (see --precision and --max-trials); with --baseline, "
+        "also only while more trials could change its comparison with the baseline.",
         Text("a whole number >= 1 or auto", numbers=True),
         env="TRIALKIT_TRIALS",
         metavar="N|auto",
