@@ -151,7 +151,9 @@ def _cli_options() -> set[str]:
             commands.extend(command.commands.values())
         for param in command.params:
             if isinstance(param, click.Option):
-                options.update(o for o in param.opts if o.startswith("--"))
+                # --offline/--no-offline: both spellings are options of the command
+                names = [*param.opts, *param.secondary_opts]
+                options.update(o for o in names if o.startswith("--"))
     return options
 
 
