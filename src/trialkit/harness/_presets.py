@@ -11,7 +11,6 @@ resumes the session.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -65,9 +64,9 @@ def claude_code_agent(
         allowed = [*allowed_tools, *(["mcp__trialkit"] if tools else [])]
         command.append("--allowed-tools=" + ",".join(allowed))
     command += list(args)
+    # IS_SANDBOX=1 (which Claude Code needs to skip permissions as root) is set by the agent's
+    # session only inside a sandbox that isolates (`in_sandbox`): never a claim that is false
     settings = {**CLAUDE_CODE_ENV, "TZ": AGENT_TIMEZONE, "SHELL": _shell()}
-    if permission_mode == "bypassPermissions" and hasattr(os, "geteuid") and os.geteuid() == 0:
-        settings["IS_SANDBOX"] = "1"  # it refuses to skip permissions as root otherwise
     return cls(
         command,
         env={**settings, **(env or {})},

@@ -67,6 +67,7 @@ from trialkit._record import clean_text
 from trialkit.harness._agent_output import AgentOutputError, Answer, Events, OutputFormat, interpret
 from trialkit.harness._presets import claude_code_agent, codex_agent
 from trialkit.harness._process import MAX_STDOUT_BYTES, AgentStartError, Finished, run_command
+from trialkit.harness._sandboxed import MCP_CONFIG, SandboxedTurns
 from trialkit.harness._values import agent_values
 from trialkit.harness.base import Harness, Reply, Session, TrialContext
 from trialkit.harness.mcp import SERVER_NAME
@@ -76,6 +77,7 @@ from trialkit.transcript import Message, ToolCall, TranscriptRecorder, current_r
 
 if TYPE_CHECKING:
     from trialkit.capture.proxy import ProxyTrial
+    from trialkit.sandbox.base import SandboxPolicy, SandboxProvider
 
 __all__ = ["AgentOutputError", "AgentStartError", "OutputFormat", "SubprocessAgent"]
 
@@ -174,6 +176,22 @@ class SubprocessAgent(Harness):
 
             require_mcp()
         self._proxy_pid = 0
+        self.sandbox_policy: SandboxPolicy | None = None
+        self.sandbox_provider: SandboxProvider | None = None
+        self._sandbox_setup_pid = 0
+
+    def in_sandbox(self, policy: SandboxPolicy | str, **options: Any) -> SubprocessAgent:
+        """Run every turn in a sandbox of `policy` (a provider's name: its default policy),
+        the provider made with `options`; refused here, with one line (`SandboxError`), when
+        the provider is not installed or cannot enforce the policy. Returns the agent."""
+        from trialkit.sandbox.registry import load_provider
+
+        name = policy if isinstance(policy, str) else policy.provider
+        provider = load_provider(name, **options)
+        chosen = provider.default_policy() if isinstance(policy, str) else policy
+        provider.check(chosen)
+        self.sandbox_policy, self.sandbox_provider = chosen, provider
+        return self
 
     claude_code = classmethod(claude_code_agent)
     codex = classmethod(codex_agent)
@@ -182,6 +200,9 @@ class SubprocessAgent(Harness):
         return _CommandSession(self, ctx)
 
     async def aclose(self) -> None:
+        if self.sandbox_provider is not None and self._sandbox_setup_pid == os.getpid():
+            self._sandbox_setup_pid = 0
+            await self.sandbox_provider.teardown()
         if self._proxy_pid == os.getpid():
             from trialkit.capture.proxy import shared_proxy
 
@@ -203,9 +224,17 @@ class SubprocessAgent(Harness):
                 upstreams[family] = given
         return proxy.open_trial(recorder, current_settings(), upstreams)
 
+    async def _sandbox_ready(self) -> None:
+        """The provider's work done once per suite (an image build), in this process."""
+        if self.sandbox_provider is not None and self._sandbox_setup_pid != os.getpid():
+            assert self.sandbox_policy is not None
+            await self.sandbox_provider.setup(self.sandbox_policy)
+            self._sandbox_setup_pid = os.getpid()
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_proxy_pid"] = 0  # a copy in another process has not started that one's proxy
+        state["_sandbox_setup_pid"] = 0
         return state
 
 
@@ -227,13 +256,16 @@ class _CommandSession(Session):
             self._owned.append(self.cwd)
         if not self.cwd.is_dir():
             raise AgentStartError(f"the agent's working folder {str(self.cwd)!r} is not a folder")
+        self.box: SandboxedTurns | None = None
+        if agent.sandbox_provider is not None and agent.sandbox_policy is not None:
+            self.box = SandboxedTurns(agent.sandbox_provider, agent.sandbox_policy, self.cwd)
         self.mcp_config: Path | None = None
-        if agent.tools:
+        if agent.tools and self.box is None:
             private = Path(tempfile.mkdtemp(prefix="trialkit-mcp-"))  # mode 0700
             self._owned.append(private)
             self.mcp_config = private / "mcp.json"
         self.home: Path | None = None
-        if agent.home:
+        if agent.home and self.box is None:
             self.home = Path(tempfile.mkdtemp(prefix="trialkit-home-"))  # mode 0700
             self._owned.append(self.home)
         self.proxy: ProxyTrial | None = None
@@ -255,12 +287,16 @@ class _CommandSession(Session):
         return reply
 
     async def close(self) -> None:
+        if self.box is not None:
+            await self.box.close()
         if self.proxy is not None:
             self.proxy.close()
         for path in self._owned:
             await anyio.to_thread.run_sync(shutil.rmtree, path, True)
 
     async def _run_turn(self, turn: int, text: str, url: str | None) -> Reply:
+        if self.box is not None:
+            await self._open_box(url)
         if url is not None and self.mcp_config is not None:
             _write_private(self.mcp_config, _mcp_config(url))
         values = self._values(text, url)
@@ -273,14 +309,31 @@ class _CommandSession(Session):
                 _write_private(target, _fill(template, values))
         calls_before = len(self.recorder.transcript.model_calls) if self.recorder else 0
         events = Events(MAX_STDOUT_BYTES)
-        finished = await run_command(
-            self._argv(turn, text, values),
-            cwd=self.cwd,
-            env=env,
-            stdin=text.encode() if self.agent.stdin else None,
-            time_limit=self.agent.timeout,
-            on_line=None if self.agent.output == "text" else lambda s: events.feed(s, self._now()),
-        )
+        on_line = None if self.agent.output == "text" else lambda s: events.feed(s, self._now())
+        stdin = text.encode() if self.agent.stdin else None
+        argv = self._argv(turn, text, values)
+        if self.box is not None:
+            assert self.box.sandbox is not None
+            for file_name, template in self.agent.files.items() if self.agent.home else ():
+                path = f"{self.box.home}/{file_name}"
+                await self.box.sandbox.write_file(path, _fill(template, values))
+            finished = await self.box.run(
+                argv,
+                cwd=values["workspace"],
+                env=env,
+                stdin=stdin,
+                time_limit=self.agent.timeout,
+                on_line=on_line,
+            )
+        else:
+            finished = await run_command(
+                argv,
+                cwd=self.cwd,
+                env=env,
+                stdin=stdin,
+                time_limit=self.agent.timeout,
+                on_line=on_line,
+            )
         if self.proxy is not None:  # the agent may exit on the last byte of an answer
             await anyio.to_thread.run_sync(self.proxy.settle)
         try:
@@ -293,19 +346,33 @@ class _CommandSession(Session):
         captured = self._captured_since(calls_before)
         return self._reply(answer, finished, served=url is not None, captured=captured)
 
+    async def _open_box(self, url: str | None) -> None:
+        """The trial's sandbox (started at the first turn), reaching the model proxy and this
+        turn's MCP server."""
+        assert self.box is not None
+        await self.agent._sandbox_ready()
+        proxied = [self.proxy.anthropic_base_url, self.proxy.openai_base_url] if self.proxy else []
+        sandbox = await self.box.open(proxied)
+        if url is not None:
+            await sandbox.allow([url])
+            await sandbox.write_file(MCP_CONFIG, _mcp_config(url))
+
     def _now(self) -> float | None:
         return self.recorder.elapsed() if self.recorder is not None else None
 
     def _values(self, text: str, url: str | None) -> dict[str, str]:
+        box = self.box.sandbox if self.box is not None else None
+        mcp_config = MCP_CONFIG if box is not None and url else str(self.mcp_config or "")
+        home = self.box.home if self.box is not None and self.agent.home else str(self.home or "")
         return {
             "input": text,
             "mcp_url": url or "",
-            "mcp_config": str(self.mcp_config or ""),
-            "workspace": str(self.cwd),
+            "mcp_config": mcp_config,
+            "workspace": str(box.workspace) if box is not None else str(self.cwd),
             "session_id": self.session_id or "",
             "anthropic_base_url": self.proxy.anthropic_base_url if self.proxy else "",
             "openai_base_url": self.proxy.openai_base_url if self.proxy else "",
-            "home": str(self.home or ""),
+            "home": home,
         }
 
     def _argv(self, turn: int, text: str, values: dict[str, str]) -> list[str]:
@@ -320,10 +387,20 @@ class _CommandSession(Session):
         return argv
 
     def _env(self, turn: int, url: str | None, values: Mapping[str, str]) -> dict[str, str]:
-        env = {**os.environ}
+        # in a sandbox, nothing of trialkit's environment but the provider keys the agent's
+        # calls go upstream with (through the proxy)
+        boxed = self.box is not None
+        env = {k: os.environ[k] for k in _KEY_ENV.values() if k in os.environ} if boxed else {}
+        if not boxed:
+            env.update(os.environ)
         env.update({key: _fill(value, values) for key, value in self.agent.env.items()})
+        if self.box is not None:
+            if self.box.provider.capabilities().isolation:
+                env["IS_SANDBOX"] = "1"  # the truth, in a sandbox that isolates
+            if self.box.home:
+                env["HOME"] = self.box.home
         env.update(
-            TRIALKIT_WORKSPACE=str(self.cwd),
+            TRIALKIT_WORKSPACE=values["workspace"],
             TRIALKIT_TASK_ID=self.ctx.task.id,
             TRIALKIT_TRIAL=str(self.ctx.trial_index),
             TRIALKIT_TURN=str(turn),
@@ -351,7 +428,10 @@ class _CommandSession(Session):
         placeholders in cassette keys and recordings (`trialkit.harness._values`)."""
         if self.proxy is None or self.recorder is None:
             return
-        found = agent_values(self.cwd, self.home, env.get("TZ"))
+        home = Path(self.box.home) if self.box is not None and self.box.home else self.home
+        box = self.box.sandbox if self.box is not None else None
+        workspace = Path(str(box.workspace)) if box is not None else self.cwd
+        found = agent_values(workspace, home, env.get("TZ"))
         pairs = {*self._base_substitutions, *found}
         self.recorder.substitutions = sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)
         self.recorder.volatile = list(self.agent.volatile)

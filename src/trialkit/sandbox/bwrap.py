@@ -263,6 +263,11 @@ class BwrapSandbox(Sandbox):
         command += ["--chdir", cwd, "--info-fd", str(info), "--block-fd", str(block), "--"]
         return command + list(argv)
 
+    async def allow(self, endpoints: Sequence[str]) -> None:
+        for pair in loopback_endpoints(endpoints):
+            if pair not in self.endpoints:
+                self.endpoints.append(pair)
+
     async def open_process(
         self,
         argv: Sequence[str],
