@@ -269,7 +269,7 @@ def test_an_image_that_is_not_here_is_refused_in_one_line(tmp_path: Path) -> Non
             anyio.run(provider.setup, asked)
         line = str(raised.value)
         assert "\n" not in line and f"'{absent}'" in line
-        assert "cannot be pulled" in line and "--sandbox bwrap" in line and "debootstrap" in line
+        assert "cannot be pulled" in line and "`bwrap` provider" in line and "debootstrap" in line
 
 
 def test_policies_it_cannot_enforce_are_refused_before_any_trial(

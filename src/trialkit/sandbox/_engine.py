@@ -44,7 +44,7 @@ PULL_TIMEOUT_S = 120.0
 _WAYS_OUT = (
     "load it (`docker load` / `docker import`), build one from Debian packages "
     "(debootstrap --variant=minbase, then `docker import`: .ci/docker.sh does it), "
-    "or run in `--sandbox bwrap`"
+    "or use the `bwrap` provider (no image needed)"
 )
 
 
