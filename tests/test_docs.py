@@ -64,6 +64,22 @@ TESTS = 'pip install -e ".[dev]" && python -m pytest'
 # --suites, pip's --no-deps, and Claude Code's --output-format, --verbose, --mcp-config and
 # --allowed-tools (the command-line agent example of the guide).
 NOT_TRIALKIT_OPTIONS = {
+    "--rm",  # docker run's and podman run's flags (docs/sandbox.md)
+    "--network",
+    "--runtime",
+    "--memory",
+    "--memory-swap",
+    "--pids-limit",
+    "--ulimit",
+    "--cpus",
+    "--read-only",
+    "--init",
+    "--init-path",
+    "--security-opt",
+    "--change",  # docker import --change
+    "--variant",  # debootstrap --variant=minbase --include=python3
+    "--include",
+    "--engines",  # benchmarks/sandbox_docker.py --engines docker,podman
     "--check",
     "--head",  # ray start --head
     "--tree",  # benchmarks/cli_startup.py --tree
