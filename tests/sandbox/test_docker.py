@@ -168,6 +168,7 @@ def test_network_none_and_model_only_by_phase(engine: str, tmp_path: Path, serve
         pytest.skip("model-only needs root here (the bridge enters the container's namespace)")
     allowed = f"http://127.0.0.1:{server}/v1"
     other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
     forbidden = f"http://127.0.0.1:{other.server_address[1]}/"
 
     async def fetch(box: object, *urls: str) -> list[str]:
@@ -182,14 +183,19 @@ def test_network_none_and_model_only_by_phase(engine: str, tmp_path: Path, serve
                 "failed URLError",
                 "failed URLError",
             ]
+            # an endpoint added while the trial runs (an MCP server of one turn) is reached too
+            assert await fetch(box, forbidden) == ["failed URLError"]
+            await box.allow([forbidden])  # type: ignore[attr-defined]
+            assert await fetch(box, forbidden) == ["failed HTTPError"]  # its server answers 501
             await box.set_phase("grader")  # the graders' network: none
-            assert await fetch(box, allowed) == ["failed URLError"]
+            assert await fetch(box, allowed, forbidden) == ["failed URLError"] * 2
         async with provider.sandbox(tmp_path, policy(engine, network="none"), [allowed]) as box:
             assert await fetch(box, allowed) == ["failed URLError"]
 
     try:
         anyio.run(main)
     finally:
+        other.shutdown()
         other.server_close()
 
 

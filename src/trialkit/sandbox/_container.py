@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 
 from trialkit.sandbox._engine import LABEL, LABEL_OWNER, LABEL_RUN, Engine
-from trialkit.sandbox._relay import Relay
+from trialkit.sandbox._relay import Relay, endpoint_address
 from trialkit.sandbox.base import (
     LimitName,
     NetworkMode,
@@ -248,6 +248,20 @@ class ContainerSandbox(Sandbox):
         elif mode != "model-only" and self.relay is not None:
             self.relay.close()
             self.relay = None
+
+    def bridged(self, endpoints: Sequence[str]) -> list[tuple[str, int]]:
+        """The loopback addresses of `endpoints`, when a phase's network is `model-only`
+        (`SandboxError` for one that is not on loopback)."""
+        modes = {self.policy.network.mode, self.policy.grader_network.mode}
+        return [endpoint_address(url) for url in endpoints] if "model-only" in modes else []
+
+    async def allow(self, endpoints: Sequence[str]) -> None:
+        added = self.bridged(endpoints)
+        self.endpoints += [pair for pair in dict.fromkeys(added) if pair not in self.endpoints]
+        if self.relay is not None:
+            await anyio.to_thread.run_sync(self.relay.add, self.endpoints)
+        else:
+            await self._set_network(self.policy.network_for(self.phase).mode)
 
     async def open_process(
         self,

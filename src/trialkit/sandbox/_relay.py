@@ -90,17 +90,27 @@ class Relay:
     each relaying to the same address on this machine, until `close()`."""
 
     def __init__(self, netns: str, addresses: list[tuple[str, int]]) -> None:
+        self.netns = netns
+        self.addresses: list[tuple[str, int]] = []
         self._listeners: list[socket.socket] = []
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._closed = False
         try:
-            for address in dict.fromkeys(addresses):
-                self._listeners.append(_listen_in(netns, address))
+            self.add(addresses)
         except BaseException:
             self.close()
             raise
-        for listener, address in zip(self._listeners, dict.fromkeys(addresses), strict=True):
+
+    def add(self, addresses: list[tuple[str, int]]) -> None:
+        """Listen at `addresses` too (those not listened at yet)."""
+        for address in dict.fromkeys(addresses):
+            if address in self.addresses:
+                continue
+            listener = _listen_in(self.netns, address)
+            with self._lock:
+                self._listeners.append(listener)
+                self.addresses.append(address)
             threading.Thread(
                 target=self._accept, args=(listener, address), daemon=True, name="trialkit-relay"
             ).start()

@@ -35,7 +35,7 @@ import anyio.abc
 
 from trialkit.sandbox._container import ContainerSandbox
 from trialkit.sandbox._engine import Engine
-from trialkit.sandbox._relay import endpoint_address, why_no_relay
+from trialkit.sandbox._relay import why_no_relay
 from trialkit.sandbox.base import (
     Capabilities,
     NetworkMode,
@@ -173,8 +173,7 @@ class DockerProvider(SandboxProvider):
         image = await self.image_for(policy)
         root = Path(await anyio.Path(workspace).resolve())
         box = ContainerSandbox(self, root, policy, image)
-        if "model-only" in {policy.network.mode, policy.grader_network.mode}:
-            box.endpoints = [endpoint_address(url) for url in endpoints]
+        box.endpoints = box.bridged(endpoints)
         client = await box.start(self)
         try:
             yield box
