@@ -25,6 +25,7 @@ from trialkit.loaders.suite_file.models import (
     TaskFile,
     WorkspaceEnvironment,
 )
+from trialkit.loaders.suite_file.sandboxes import put_in_sandbox
 from trialkit.task import Suite, SuiteError, Task, TaskInput, Turns
 
 
@@ -58,6 +59,7 @@ def build_into(
     not a problem of its own; `taken` maps the ids of those tasks to where they are.
     """
     harness = _harness(ctx, model, base_dir)
+    put_in_sandbox(ctx, model.sandbox, base_dir, harness)
     environment = _environment(ctx, model, base_dir)
     suite_graders = build_graders(ctx, ("graders",), model.graders)
     _check_model(ctx, ("model",), model.model)

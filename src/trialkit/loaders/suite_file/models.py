@@ -268,6 +268,50 @@ else:
     ]
 
 
+_NETWORK = Literal["none", "model-only", "allowlist", "host"]
+
+
+class SandboxLimits(FileModel):
+    """Bounds on what one trial's sandbox may use (a limit hit is a trial error naming it)."""
+
+    memory_bytes: Annotated[int, Field(gt=0)] | None = None
+    """Memory of all the sandbox's processes together."""
+    processes: Annotated[int, Field(gt=0)] | None = None
+    """Processes alive at once."""
+    cpu_seconds: Annotated[float, Field(gt=0)] | None = None
+    """CPU time of one process."""
+    wall_clock_seconds: Annotated[float, Field(gt=0)] | None = None
+    """Wall-clock time of one command (the trial's timeout bounds the whole)."""
+    output_bytes: Annotated[int, Field(gt=0)] | None = None
+    """Output kept per command of a grader (an agent's stdout is kept up to 10 MB)."""
+    disk_bytes: Annotated[int, Field(gt=0)] | None = None
+    """Bytes the workspace, HOME and /tmp may hold together."""
+
+
+class SandboxSpec(FileModel):
+    """Where the agent's processes run, and what they can reach (docs/sandbox.md)."""
+
+    provider: str
+    """`bwrap`, `docker`, `podman`, `local`, or a provider another package adds."""
+    network: _NETWORK | None = None
+    """While the agent runs (default: the provider's, `model-only` for bwrap as root)."""
+    grader_network: _NETWORK | None = None
+    """While graders run commands in the sandbox (default `none`)."""
+    allow: list[str] = Field(default_factory=list)
+    """Hosts or URLs an `allowlist` network reaches besides trialkit's endpoints."""
+    limits: SandboxLimits | None = None
+    image: str | None = None
+    """The image to run in (docker, podman)."""
+    dockerfile: str | None = None
+    """A Dockerfile, relative to the suite's folder, built once per suite (docker, podman)."""
+    user: str | None = None
+    """The user the agent runs as (a uid, uid:gid or root)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables every process of the sandbox gets."""
+    options: dict[str, JsonValue] = Field(default_factory=dict)
+    """Settings of the provider itself (bwrap: read_only, read_write: host paths bound in)."""
+
+
 class _OneOrList:
     """JSON Schema of a list that may also be written as its one item."""
 
@@ -307,6 +351,10 @@ class SuiteFile(FileModel):
     """The agent under test when it is not `model`: `{python: module:name}`, or a command."""
     environment: EnvironmentSpec | None = None
     """Prepares the world of each trial: `{workspace: fixtures/x}` or `{python: module:name}`."""
+    sandbox: str | SandboxSpec | None = None
+    """Where a command-line agent's processes run: a provider's name (`bwrap`), or
+    `{provider: ..., network: ..., limits: {...}}`; refused before any trial when the provider
+    is not installed or cannot enforce it."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
     """Tags added to every task."""

@@ -1,0 +1,63 @@
+"""The suite file's `sandbox:` key: the policy it asks for, checked against its provider
+before any trial, and given to the command-line agent that runs in it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from trialkit.loaders.suite_file.context import BuildContext
+from trialkit.loaders.suite_file.models import SandboxSpec
+from trialkit.sandbox.base import NetworkPolicy, SandboxError, SandboxPolicy
+
+__all__ = ["put_in_sandbox"]
+
+WHERE = ("sandbox",)
+
+
+def put_in_sandbox(
+    ctx: BuildContext, spec: str | SandboxSpec | None, base_dir: Path, harness: Any
+) -> None:
+    """Run `harness` (a `SubprocessAgent`) in the sandbox `spec` asks for; a problem of the
+    suite (one line, exit 2 before any trial) when it is not a command-line agent, the
+    provider is unknown or missing, or it cannot enforce the policy."""
+    if spec is None or harness is None:
+        return
+    from trialkit.harness.subprocess import SubprocessAgent
+    from trialkit.sandbox.registry import load_provider
+
+    if not isinstance(harness, SubprocessAgent):
+        ctx.problem(
+            WHERE,
+            "only command-line agents run in a sandbox so far: give `harness: {command: ...}` "
+            "or `harness: {agent: ...}`",
+        )
+        return
+    name = spec if isinstance(spec, str) else spec.provider
+    options = {} if isinstance(spec, str) else dict(spec.options)
+    try:
+        provider = load_provider(name, **options)
+        policy = provider.default_policy()
+        if isinstance(spec, SandboxSpec):
+            policy = _asked(spec, policy, base_dir)
+        harness.in_sandbox(policy, **options)
+    except (SandboxError, ValueError, TypeError) as exc:
+        ctx.problem(WHERE, str(exc))
+
+
+def _asked(spec: SandboxSpec, default: SandboxPolicy, base_dir: Path) -> SandboxPolicy:
+    network = spec.network or default.network.mode
+    grader = spec.grader_network or default.grader_network.mode
+    limits = spec.limits.model_dump(exclude_none=True) if spec.limits else {}
+    return replace(
+        default,
+        network=NetworkPolicy(network, allow=tuple(spec.allow) if network == "allowlist" else ()),
+        grader_network=NetworkPolicy(grader),
+        limits=replace(default.limits, **limits) if limits else default.limits,
+        image=spec.image or default.image,
+        dockerfile=(base_dir / spec.dockerfile) if spec.dockerfile else default.dockerfile,
+        user=spec.user if spec.user is not None else default.user,
+        env={**default.env, **spec.env},
+    )
+
