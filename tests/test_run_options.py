@@ -141,9 +141,9 @@ def test_key_lines_finds_each_key_of_the_table_only() -> None:
     text = (
         '[project]\nname = "x"\n\n[ tool . "trialkit" ]  # settings\n'
         'trials = 3\n"cache-mode" = "replay"\n\n[tool.other]\nmodel = "no"\n'
-        "[[tool.trialkit.list]]\nname = 'no'\n"
+        "[[tool.trialkit.list]]\nname = 'no'\n[tool.trialkit.retries]\nmost = 3\n"
     )
-    assert key_lines(text) == {"trials": 5, "cache-mode": 6}
+    assert key_lines(text) == {"trials": 5, "cache-mode": 6, "retries": 12}
 
 
 def test_a_setting_the_plugin_does_not_take_is_still_a_known_key(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ def test_a_flag_or_the_environment_turns_off_what_pyproject_turns_on(project: Pa
     # scripted/no answers "no", which fails the grader: only the pass rate fails the gate of a
     # capability suite
     (project / "failing.yaml").write_text(
-        SUITE.replace("Who answers?", "Who answers?\n    graders: [{contains: \"yes\"}]")
+        SUITE.replace("Who answers?", 'Who answers?\n    graders: [{contains: "yes"}]')
     )
     run = ("run", "failing.yaml", "--model", "scripted/no")
     done = trialkit(project, *run)
@@ -185,6 +185,10 @@ def test_the_nearest_pyproject_with_the_table_wins_and_the_search_stops_at_the_r
             "error: pyproject.toml:6: [tool.trialkit] cache-mode: given twice (as cache-mode too)",
         ),
         ("ray-env = [1]\n", "error: pyproject.toml:5: [tool.trialkit] ray-env: expected names*"),
+        (
+            "[tool.trialkit.retries]\nmost = 3\n",
+            "error: pyproject.toml:5: [tool.trialkit]: unknown setting retries (known: *",
+        ),
     ],
 )
 def test_a_bad_pyproject_setting_is_one_line_naming_file_line_and_key(

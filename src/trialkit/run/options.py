@@ -157,7 +157,7 @@ OPTIONS: tuple[Option, ...] = (
         "precision",
         "With --trials auto: a task stops once the 95% interval of its pass rate is at most "
         "this wide.",
-        Number("a number between 0 and 1", maximum=1),
+        Number("a number above 0, at most 1", maximum=1),
         default_text="0.2",
         env="TRIALKIT_PRECISION",
         pyproject=True,

@@ -143,6 +143,8 @@ def key_lines(text: str) -> dict[str, int]:
         if header is not None and not line.lstrip().startswith("[["):
             name = "".join(header.group(1).split()).replace('"', "").replace("'", "")
             inside = name == "tool.trialkit"
+            if name.startswith("tool.trialkit."):  # a table in the table: its key's line
+                found.setdefault(name.removeprefix("tool.trialkit.").split(".")[0], number)
             continue
         if line.lstrip().startswith("[["):
             inside = False
