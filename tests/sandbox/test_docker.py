@@ -5,6 +5,7 @@ canary of `trialkit sandbox check`."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import signal
@@ -129,6 +130,42 @@ def test_exec_runs_in_the_image_as_a_user_that_owns_the_workspace(
     assert made.read_text() == "made\n"
     # the workspace is the host user's again once the trial ended
     assert {p.stat().st_uid for p in [tmp_path, made, tmp_path / "given.txt"]} == {owner}
+
+
+def _command_lines() -> list[bytes]:
+    lines = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            lines.append(Path(f"/proc/{pid}/cmdline").read_bytes())
+    return lines
+
+
+def test_values_of_variables_never_appear_on_a_command_line(tmp_path: Path) -> None:
+    secret = f"sk-test-{os.getpid()}-{tmp_path.name}"
+    provider = container_provider()
+    asked = SandboxPolicy(
+        provider="docker", network=NetworkPolicy("none"), env={"FROM_POLICY": secret + "-p"}
+    )
+
+    async def main() -> tuple[str, list[bytes]]:
+        async with provider.sandbox(tmp_path, asked) as box:
+            process = await box.open_process(
+                ["sh", "-c", 'echo "$API_KEY $FROM_POLICY"; read _ || true'],
+                env={"API_KEY": secret},
+                stdin=True,
+            )
+            assert process.stdout is not None and process.stdin is not None
+            printed = (await process.stdout.receive()).decode()
+            lines = await anyio.to_thread.run_sync(_command_lines)
+            await process.stdin.aclose()
+            assert await process.wait() == 0
+            await process.aclose()
+            return printed, lines
+
+    printed, command_lines = anyio.run(main)
+    assert printed == f"{secret} {secret}-p\n"
+    assert any(b"docker\0exec" in line for line in command_lines)
+    assert not any(secret.encode() in line for line in command_lines)
 
 
 def test_files_in_and_out(tmp_path: Path) -> None:

@@ -157,8 +157,8 @@ class ContainerSandbox(Sandbox):
         ]  # fmt: skip
         if provider.options.get("read_only", True):
             args.append("--read-only")
-        for key, value in policy.env.items():
-            args += ["--env", f"{key}={value}"]
+        for key in policy.env:  # the value from the client's environment (see client_env)
+            args += ["--env", key]
         if limits.memory_bytes is not None:
             args += ["--memory", str(limits.memory_bytes)]
             args += ["--memory-swap", str(limits.memory_bytes)]
@@ -179,6 +179,7 @@ class ContainerSandbox(Sandbox):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env=client_env(self.policy.env),
         )
         try:
             await self._wait_ready(client)
@@ -278,13 +279,15 @@ class ContainerSandbox(Sandbox):
         args = ["exec", "--user", user or self.user, "--workdir", cwd or str(self.workspace)]
         if stdin:
             args.append("--interactive")
-        for key, value in {**(env or {}), _EXEC_MARK: mark}.items():
-            args += ["--env", f"{key}={value}"]
+        variables = {**(env or {}), _EXEC_MARK: mark}
+        for key in variables:
+            args += ["--env", key]
         client = await anyio.open_process(
             [self.engine.binary, *args, self.name, *argv],
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env=client_env(variables),
         )
         process = ContainerProcess(client, self, mark)
         self.processes.append(process)
@@ -374,6 +377,15 @@ class ContainerSandbox(Sandbox):
                     environ = Path(f"/proc/{line}/environ").read_bytes()
                     if needle in environ.split(b"\0"):
                         os.kill(int(line), signal.SIGKILL)
+
+
+def client_env(variables: Mapping[str, str]) -> dict[str, str]:
+    """The environment of an engine client that passes `variables` on by name (`--env NAME`):
+    their values never appear on a command line, which other users of the machine can read."""
+    for key in variables:
+        if not key or "=" in key:
+            raise SandboxError(f"sandbox: environment variable name {key!r} is not valid")
+    return {**os.environ, **variables}
 
 
 def _default_user() -> str:
