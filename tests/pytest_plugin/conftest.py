@@ -19,6 +19,7 @@ import trialkit.loaders.suite_file
 import trialkit.loaders.target
 import trialkit.pytest_plugin.plugin
 import trialkit.run.session  # noqa: F401
+from trialkit.run.options import OPTIONS
 from trialkit.store import Store, resolve_store_url
 
 AGENT = '''
@@ -50,7 +51,8 @@ explore = Suite(id="explore", kind="capability", trials=4, harness=agent, tasks=
 """
 )
 
-ENV_VARS = ("TRIALKIT_MODEL", "TRIALKIT_CACHE", "TRIALKIT_CACHE_MODE", "TRIALKIT_STORE")
+ENV_VARS = tuple(option.env for option in OPTIONS if option.env)
+"""Every setting's variable: a value left in the shell would change the sessions here."""
 
 
 @pytest.fixture(autouse=True)
