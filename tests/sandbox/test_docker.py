@@ -308,11 +308,14 @@ def test_an_image_that_is_not_here_is_refused_in_one_line(tmp_path: Path) -> Non
         SandboxPolicy(provider="docker", network=NetworkPolicy("none"), image=absent),
         SandboxPolicy(provider="docker", network=NetworkPolicy("none"), dockerfile=dockerfile),
     ):
-        with pytest.raises(SandboxUnavailable) as raised:
+        with pytest.raises(SandboxUnavailable) as checked:
+            provider.check(asked)  # before any trial
+        with pytest.raises(SandboxUnavailable) as set_up:
             anyio.run(provider.setup, asked)
-        line = str(raised.value)
-        assert "\n" not in line and f"'{absent}'" in line
-        assert "cannot be pulled" in line and "`bwrap` provider" in line and "debootstrap" in line
+        for line in (str(checked.value), str(set_up.value)):
+            assert "\n" not in line and f"'{absent}'" in line
+            assert "cannot be pulled" in line and "`bwrap` provider" in line
+            assert "debootstrap" in line
 
 
 def test_policies_it_cannot_enforce_are_refused_before_any_trial(

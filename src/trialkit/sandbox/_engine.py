@@ -124,10 +124,46 @@ class Engine:
             if pulled.returncode == 0:
                 return
             why = pulled.line()
-        raise SandboxUnavailable(
-            f"sandbox {self.binary!r}: the image {image!r} ({named_in}) is not on this machine "
-            f"and cannot be pulled ({why}): {_WAYS_OUT}"
-        )
+        raise SandboxUnavailable(_not_here(self.binary, image, named_in, why))
+
+    def require_images(self, image: str | None, dockerfile: Path | None) -> None:
+        """Before any trial: the image, or the Dockerfile's base images, are here or can be
+        pulled (then they are); else `SandboxUnavailable` (one line), or `SandboxError` for a
+        Dockerfile that cannot be read."""
+        wanted: list[tuple[str, str]] = []
+        if dockerfile is not None:
+            try:
+                text = dockerfile.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise SandboxError(
+                    f"sandbox {self.binary!r}: dockerfile: cannot read {dockerfile}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
+            wanted = [(base, f"FROM in {dockerfile}") for base in base_images(text)]
+        elif image is not None:
+            wanted = [(image, "the suite's image")]
+        for name, named_in in wanted:
+            if self._sync("image", "inspect", "--format", "{{.Id}}", name).returncode == 0:
+                continue
+            pulled = self._sync("pull", "--quiet", name, timeout=PULL_TIMEOUT_S)
+            if pulled.returncode != 0:
+                raise SandboxUnavailable(_not_here(self.binary, name, named_in, pulled.line()))
+
+    def _sync(self, *args: str, timeout: float = 60.0) -> Output:
+        try:
+            done = subprocess.run(
+                [self.binary, *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            return Output(-1, "", f"no answer in {timeout:g} s")
+        except OSError as exc:
+            return Output(-1, "", str(exc))
+        return Output(done.returncode, done.stdout, done.stderr)
 
     async def build(self, dockerfile: Path) -> str:
         """The tag of `dockerfile`'s image, built unless an image of the same context is here."""
@@ -185,6 +221,13 @@ class Engine:
         if doomed:
             await self.run("rm", "--force", "--volumes", *(ident for ident, _ in doomed))
         return [name for _, name in doomed]
+
+
+def _not_here(binary: str, image: str, named_in: str, why: str) -> str:
+    return (
+        f"sandbox {binary!r}: the image {image!r} ({named_in}) is not on this machine "
+        f"and cannot be pulled ({why}): {_WAYS_OUT}"
+    )
 
 
 def owner_alive(owner: str) -> bool:

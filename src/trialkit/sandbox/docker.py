@@ -75,6 +75,7 @@ class DockerProvider(SandboxProvider):
         self.engine = Engine(self.binary, runtime=self.default_runtime())
         self.run_id = str(options.get("run_id") or uuid.uuid4().hex)
         self._images: dict[tuple[str | None, str | None], str] = {}
+        self._checked: set[tuple[str | None, str]] = set()
         self._why_not: str | bool | None = False
         self._lock = anyio.Lock()
 
@@ -139,6 +140,13 @@ class DockerProvider(SandboxProvider):
                 f"sandbox {self.name!r} cannot change between the host's network and "
                 f"{' / '.join(sorted(modes - {'host'}))} within a trial; ask for one network"
             )
+        # an image that is not here and cannot be pulled: refused before any trial
+        image = policy.image or self.default_image()
+        key = (image, str(policy.dockerfile or ""))
+        if key not in self._checked:
+            dockerfile = Path(policy.dockerfile) if policy.dockerfile else None
+            self.engine.require_images(image, dockerfile)
+            self._checked.add(key)
 
     async def setup(self, policy: SandboxPolicy) -> None:
         await self.image_for(policy)
