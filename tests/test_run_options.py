@@ -163,3 +163,18 @@ def test_option_help_names_its_default_and_variable() -> None:
     assert option.help_of("run") == "Help. [default: 3; env TRIALKIT_X]"
     narrower = Option("x", "Help.", help_for={"regrade": "Narrower."})
     assert (narrower.help_of("run"), narrower.help_of("regrade")) == ("Help.", "Narrower.")
+
+
+def test_every_value_of_the_table_is_checked_whoever_reads_it(tmp_path: Path) -> None:
+    from trialkit.run.settings import SettingsError
+    from trialkit.run.sources import find_project
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.trialkit]\ntrials = 2\nstrict_capability = 'yes'\n"
+    )
+    with pytest.raises(SettingsError) as raised:
+        find_project(tmp_path)
+    assert str(raised.value).endswith(
+        "pyproject.toml:3: [tool.trialkit] strict-capability: expected true or false, got 'yes'"
+    )

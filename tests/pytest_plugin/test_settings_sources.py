@@ -67,6 +67,11 @@ def test_pyproject_is_found_above_the_rootdir_and_paths_are_its_own(
             "ERROR: pyproject.toml:2: [[]tool.trialkit] concurrency: expected a whole number "
             ">= 1, got 'many'",
         ),
+        (  # a key for trialkit run only: pytest leaves it alone, but checks it
+            "max-cost = 'lots'",
+            "ERROR: pyproject.toml:2: [[]tool.trialkit] max-cost: expected an amount of dollars "
+            "> 0, got 'lots'",
+        ),
         (
             "offline = 1",
             "ERROR: pyproject.toml:2: [[]tool.trialkit] offline: expected true or false*",

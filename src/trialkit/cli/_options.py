@@ -118,8 +118,8 @@ def read_options(
     from trialkit.run.sources import Given, find_project, lookup
 
     ctx = ctx or click.get_current_context()
-    project = _once(lambda: find_project(Path.cwd(), options))
-    project()  # checked even when flags give every value: a bad key is an error at once
+    # Read (and checked) even when flags give every value: a bad key is an error at once.
+    found = find_project(Path.cwd(), options)
     given: dict[str, Given] = {}
     chosen = cli_options(command, options)
     for option in chosen:
@@ -129,7 +129,7 @@ def read_options(
         given[option.name] = lookup(
             option,
             flag=flag,
-            project=project,
+            project=lambda: found,
             environ=os.environ,
             spelled=option.cli_flag,
         )
@@ -142,17 +142,6 @@ def _as_typed(option: Option, value: Any) -> Any:
     if isinstance(option.kind, Many):
         return tuple(value)
     return value
-
-
-def _once(make: Callable[[], Any]) -> Callable[[], Any]:
-    done: list[Any] = []
-
-    def get() -> Any:
-        if not done:
-            done.append(make())
-        return done[0]
-
-    return get
 
 
 def store_value(chosen: Chosen | None = None) -> str | None:

@@ -52,15 +52,15 @@ class Project:
 
     path: Path | None = None
     table: Mapping[str, Any] | None = None
+    """Its values by key, each read as its option's kind."""
     lines: Mapping[str, int] | None = None
     """Each key's line in the file, where it could be found."""
 
     def get(self, option: Option) -> Given | None:
         if self.path is None or self.table is None or option.key not in self.table:
             return None
-        where = self.where(option.key)
-        value = convert(option.kind, self.table[option.key], where, toml=True)
-        return Given(located(option.kind, value, self.path.parent), "pyproject", where)
+        value = located(option.kind, self.table[option.key], self.path.parent)
+        return Given(value, "pyproject", self.where(option.key))
 
     def where(self, key: str) -> str:
         assert self.path is not None
@@ -101,7 +101,7 @@ def read_table(
     path: Path, text: str, table: Any, options: Sequence[Option] | None = None
 ) -> Project:
     """The table checked: every key known, none given twice (as `cache-mode` and
-    `cache_mode`); the values are checked when they are read."""
+    `cache_mode`), every value of its option's kind."""
     lines = key_lines(text)
     if not isinstance(table, dict):
         raise settings_error(f"{shown(path)}: {TABLE} must be a table")
@@ -115,7 +115,8 @@ def read_table(
             raise settings_error(f"{where}: {unknown_key(str(raw), known, options)}")
         if key in keys:
             raise settings_error(f"{where}: {TABLE} {raw}: given twice (as {key} too)")
-        keys[key] = value
+        # every value checked here, by `trialkit run` and pytest alike, whichever reads it
+        keys[key] = convert(known[key].kind, value, f"{where}: {TABLE} {key}", toml=True)
         if line:
             lines.setdefault(key, line)
     return Project(path, keys, {k: lines[k] for k in keys if k in lines})
