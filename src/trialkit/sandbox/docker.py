@@ -39,6 +39,7 @@ from trialkit.sandbox._relay import why_no_relay
 from trialkit.sandbox.base import (
     Capabilities,
     NetworkMode,
+    NetworkPolicy,
     PolicyRefused,
     Sandbox,
     SandboxError,
@@ -89,7 +90,9 @@ class DockerProvider(SandboxProvider):
         return str(image) if image else None
 
     def default_policy(self) -> SandboxPolicy:
-        return SandboxPolicy(provider=self.name, image=self.default_image())
+        # model-only where the bridge can be made (root), else no network at all
+        network = NetworkPolicy("model-only" if why_no_relay() is None else "none")
+        return SandboxPolicy(provider=self.name, network=network, image=self.default_image())
 
     def _no_image(self) -> str:
         return (
