@@ -174,6 +174,7 @@ OPTIONS: tuple[Option, ...] = (
         "Trials running at once.",
         Whole(1),
         default=10,
+        metavar="N",
         env="TRIALKIT_CONCURRENCY",
         commands=("run", "regrade"),
         pytest=True,
@@ -240,7 +241,10 @@ OPTIONS: tuple[Option, ...] = (
         env="TRIALKIT_NAME",
         commands=("run", "regrade"),
         pytest=True,
-        help_for={"regrade": "A name for the new run."},
+        help_for={
+            "regrade": "A name for the new run.",
+            "pytest": "A name for the runs (`trialkit report NAME` finds the latest).",
+        },
         pyproject=True,
         settings=True,
     ),
@@ -321,6 +325,17 @@ OPTIONS: tuple[Option, ...] = (
         settings=True,
     ),
     Option(
+        "sandbox",
+        "Run the suite's command-line agent in this sandbox provider (bwrap, docker, podman, "
+        "local), with its default policy, whatever the suite file's `sandbox` says; refused "
+        "before any trial when the provider is missing or cannot enforce it "
+        "(docs/sandbox.md).",
+        Text("a sandbox provider's name"),
+        env="TRIALKIT_SANDBOX",
+        metavar="PROVIDER",
+        pyproject=True,
+    ),
+    Option(
         "max_cost",
         "Stop scheduling new trials once this much has been spent.",
         Number("an amount of dollars > 0"),
@@ -341,8 +356,8 @@ OPTIONS: tuple[Option, ...] = (
         pyproject=True,
         dest="store_url",
         help_for={
-            "pytest": "Where runs are kept: a SQLAlchemy URL or a SQLite file path, or `none` "
-            "to keep nothing (default: .trialkit/trialkit.db in the rootdir)."
+            "pytest": "Where runs are kept: a SQLAlchemy URL or a SQLite file path (relative "
+            "to the rootdir by default), or `none` to keep nothing."
         },
     ),
     Option(
