@@ -2,7 +2,7 @@
 a bare process start, in the same run.
 
     python benchmarks/sandbox_docker.py --image IMAGE [--rounds 30] [--engines docker,podman]
-        [--podman-image IMAGE] [--json]
+        [--podman-image IMAGE] [--json] [--burst N]
 
 Each round, in turn (so that the machine's drift falls on all alike):
 
@@ -12,6 +12,10 @@ Each round, in turn (so that the machine's drift falls on all alike):
   left (the container removed, the workspace handed back), with `--network none`;
 - **<engine>+model-only**: the same with the model proxy's URL bridged in (as root);
 - **<engine>+limits**: with memory, process and CPU-time limits.
+
+`--burst N` instead starts N trials at once, with the provider's start bound (the CPU count)
+and with none, and prints when the first and the median trial had its container and when all
+were done.
 
 Also, once: the suite's image step when the image is already built (the build context hashed
 and the tag looked up: what every run after the first pays). Prints the median, p90 and the
@@ -108,6 +112,31 @@ async def main(rounds: int, providers: dict[str, DockerProvider]) -> dict[str, l
     return times
 
 
+async def burst(image: str, trials: int, starts: int) -> dict[str, float]:
+    """`trials` trials at once, each a container with one `exec`: when the first and the
+    median trial had its container, and when all were done."""
+    provider = DockerProvider(image=image, starts=starts)
+    policy = SandboxPolicy("docker", NetworkPolicy("none"))
+    ready: list[float] = []
+    start = time.perf_counter()
+
+    async def one() -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            async with provider.sandbox(Path(folder), policy) as sandbox:
+                ready.append(time.perf_counter() - start)
+                await sandbox.exec(["true"])
+
+    async with anyio.create_task_group() as group:
+        for _ in range(trials):
+            group.start_soon(one)
+    return {
+        "starts": starts,
+        "first_ready_s": round(min(ready), 2),
+        "median_ready_s": round(statistics.median(ready), 2),
+        "all_done_s": round(time.perf_counter() - start, 2),
+    }
+
+
 def summary(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
     base = statistics.median(times["bare"])
     out = {}
@@ -130,7 +159,17 @@ if __name__ == "__main__":
     parser.add_argument("--podman-image", default=os.environ.get("TRIALKIT_TEST_PODMAN_IMAGE"))
     parser.add_argument("--engines", default="docker")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=0,
+        help="instead: this many trials at once, with the default start bound and without",
+    )
     args = parser.parse_args()
+    if args.burst:
+        for bound in (os.cpu_count() or 2, args.burst):
+            print(json.dumps(anyio.run(burst, args.image, args.burst, bound)))
+        sys.exit(0)
     chosen: dict[str, DockerProvider] = {}
     for engine in args.engines.split(","):
         image = args.podman_image if engine == "podman" else args.image

@@ -62,8 +62,9 @@ _INITS = (
 
 
 class DockerProvider(SandboxProvider):
-    """One container per trial (see the module's docstring). Options: `user`, `cpus`,
-    `read_only` (default true), `run_id` (the label's value; a new id by default)."""
+    """One container per trial (see the module's docstring). Options: `image`, `user`,
+    `cpus`, `read_only` (default true), `run_id` (the label's value; a new id by default),
+    `starts` (containers starting at once; default: the machine's CPU count)."""
 
     name: ClassVar[str] = "docker"
     binary: ClassVar[str] = "docker"
@@ -79,6 +80,8 @@ class DockerProvider(SandboxProvider):
         self._checked: set[tuple[str | None, str]] = set()
         self._why_not: str | bool | None = False
         self._lock = anyio.Lock()
+        starts = int(options.get("starts") or os.cpu_count() or 2)
+        self._starting = anyio.Semaphore(starts)
 
     def default_runtime(self) -> str | None:
         return self.options.get("runtime")
@@ -185,7 +188,8 @@ class DockerProvider(SandboxProvider):
         root = Path(await anyio.Path(workspace).resolve())
         box = ContainerSandbox(self, root, policy, image)
         box.endpoints = box.bridged(endpoints)
-        client = await box.start(self)
+        async with self._starting:  # a burst of trials starts a few containers at a time
+            client = await box.start(self)
         try:
             yield box
         finally:
