@@ -84,3 +84,47 @@ def test_only_a_command_line_agent_runs_in_a_sandbox(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["validate", str(folder)])
     assert result.exit_code == 2
     assert "only command-line agents run in a sandbox so far" in result.output
+
+
+def test_the_sandbox_flag_puts_the_agent_in_a_sandbox(tmp_path: Path) -> None:
+    bwrap_provider()
+    folder = suite(tmp_path / "s", "local")  # the flag wins over the file
+    report = tmp_path / "report.json"
+    store = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    args = ["run", str(folder), "--no-progress", "--store", store, "--json", str(report)]
+    result = CliRunner().invoke(cli, [*args, "--sandbox", "bwrap"])
+    assert result.exit_code == 0, result.output
+    (trial,) = json.loads(report.read_text())["tasks"][0]["results"]
+    assert json.loads(trial["output"])["is_sandbox"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("harness", "provider", "message"),
+    [
+        (None, "nosuch", "error: --sandbox: no sandbox provider 'nosuch'"),
+        ("{model: scripted/echo}", "bwrap", "--sandbox: only a command-line agent"),
+    ],
+)
+def test_a_sandbox_flag_that_cannot_be_had_is_exit_2(
+    tmp_path: Path, harness: str | None, provider: str, message: str
+) -> None:
+    folder = suite(tmp_path / "s", "local", harness=harness)
+    if harness is not None:  # a model harness cannot take the file's key either
+        (folder / "suite.yaml").write_text(
+            (folder / "suite.yaml").read_text().replace("sandbox: local\n", "")
+        )
+    store = tmp_path / "db.sqlite"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            str(folder),
+            "--no-progress",
+            "--store",
+            f"sqlite:///{store}",
+            "--sandbox",
+            provider,
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output and not store.exists()

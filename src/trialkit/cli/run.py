@@ -62,6 +62,8 @@ def run_command(target: str, **params: Any) -> None:
     if o.offline:  # before the suite's module is imported: it may start threads
         confine_offline(store_url, executor=o.executor)
     suite = _load(target, o.model if o.typed("model") else None)
+    if o.sandbox:
+        in_sandbox(suite, o.sandbox)
     console, err_console = stdout_console(), _stderr_console()
     progress = None if o.no_progress or o.quiet else progress_for(err_console)
     if o.models is not None:
@@ -100,6 +102,19 @@ def run_command(target: str, **params: Any) -> None:
     comparison = compare_with(baseline, report) if baseline is not None else None
     _write_reports(report, comparison, store, o, params)
     sys.exit(_finish(report, runner, comparison, baseline, o, console, err_console))
+
+
+def in_sandbox(suite: Any, provider: str) -> None:
+    """`--sandbox PROVIDER`: the suite's command-line agent runs in it (exit 2 when it cannot)."""
+    from trialkit.harness.subprocess import SubprocessAgent
+    from trialkit.sandbox.base import SandboxError
+
+    if not isinstance(suite.harness, SubprocessAgent):
+        fail("--sandbox: only a command-line agent runs in a sandbox so far (a command harness)")
+    try:
+        suite.harness.in_sandbox(provider)
+    except SandboxError as exc:
+        fail(f"--sandbox: {exc}")
 
 
 def parse_settings(o: Chosen) -> RunSettings:
