@@ -124,3 +124,29 @@ def test_is_sandbox_is_never_claimed_outside_a_sandbox(
     seen = json.loads(trials[0].outcome.output or "")
     assert seen["is_sandbox"] is None  # local isolates nothing: no claim
     assert "TRIALKIT_TEST_HOST_ONLY" in seen["env"]  # and hides nothing, as before
+
+
+def test_the_agent_calls_served_tools_over_mcp_from_the_sandbox(tmp_path: Path) -> None:
+    provider = bwrap_provider()
+    if "model-only" not in provider.capabilities().network:
+        pytest.skip("model-only needs root here")
+    from tests.harness.test_mcp import FAKE, read_note, write_note
+
+    agent = SubprocessAgent(
+        [sys.executable, FAKE, "--output-format", "stream-json", "--mcp-config", "{mcp_config}"],
+        tools=[write_note, read_note],
+        timeout=60,
+    ).in_sandbox("bwrap", read_only=PYTHON)
+    script = 'mcp write_note {"path": "notes/a.md", "text": "boxed"}\nenv'
+    task = Task(
+        id="notes",
+        input=script,
+        graders=[graders.tool_called("write_note", {"path": "notes/a.md"})],
+    )
+    suite = Suite(id="s", harness=agent, environment=Workspace(tmp_path), tasks=[task])
+    _, trials, _ = run_trials(suite)
+    assert errors(trials) == [] and trials[0].verdict == Verdict.PASS
+    told = json.loads(trials[0].outcome.output or "")
+    assert told["argv"][told["argv"].index("--mcp-config") + 1] == "/tmp/trialkit-mcp.json"
+    (change,) = trials[0].outcome.diff.files if trials[0].outcome.diff else ()
+    assert change.path == "notes/a.md"
