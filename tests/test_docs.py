@@ -79,7 +79,8 @@ NOT_TRIALKIT_OPTIONS = {
     "--change",  # docker import --change
     "--variant",  # debootstrap --variant=minbase --include=python3
     "--include",
-    "--engines",  # benchmarks/sandbox_docker.py --engines docker,podman
+    "--engines",  # benchmarks/sandbox_docker.py --engines docker,podman, --burst 12
+    "--burst",
     "--check",
     "--head",  # ray start --head
     "--tree",  # benchmarks/cli_startup.py --tree
