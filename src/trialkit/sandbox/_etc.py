@@ -71,8 +71,13 @@ def staged_etc(prefix: str, source: Path = Path("/etc")) -> Path:
         for name in ETC_ALLOWED:
             _copy(source / name, etc / name)
         _staged[os.getpid()] = etc
-        atexit.register(shutil.rmtree, folder, True)
+        atexit.register(_remove, folder, os.getpid())
         return etc
+
+
+def _remove(folder: Path, owner: int) -> None:
+    if os.getpid() == owner:  # never from a forked child that inherited the handler
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _copy(path: Path, target: Path) -> None:
