@@ -27,17 +27,14 @@ inside, default `/home/sandbox`), `allow_host`.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import queue
 import resource
 import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import cached_property
@@ -50,6 +47,7 @@ from trialkit.sandbox import _process
 from trialkit.sandbox._bridge import Bridge, can_enter, loopback_endpoints
 from trialkit.sandbox._cgroup import Cgroups, Group
 from trialkit.sandbox._etc import ETC_ALLOWED, staged_etc
+from trialkit.sandbox._reaper import REAPER
 from trialkit.sandbox.base import (
     Capabilities,
     LimitName,
@@ -175,7 +173,7 @@ class BwrapProvider(SandboxProvider):
         finally:
             with anyio.CancelScope(shield=True):
                 await sandbox.stop()
-                _REAPER.remove(state, sandbox.group)
+                REAPER.remove(state, sandbox.group)
 
     def _make(
         self, workspace: Path, policy: SandboxPolicy, bridged: list[tuple[str, int]]
@@ -466,47 +464,6 @@ def _ids(user: str | None) -> tuple[int | None, int | None]:
     if not uid.isdigit() or (gid and not gid.isdigit()):
         raise SandboxError(f"sandbox 'bwrap': user {user!r}: give root, a uid or uid:gid")
     return int(uid), int(gid or uid)
-
-
-class _Reaper:
-    """Removes the trials' /tmp and HOME folders in a thread of its own: removing even a small
-    tree takes ~10 ms on some file systems (gVisor's), which a trial need not wait for. A
-    folder is renamed at once (so it is out of the trial's way), then removed; what is still
-    queued when trialkit exits is removed then."""
-
-    def __init__(self) -> None:
-        self.queue: queue.SimpleQueue[tuple[Path, Group | None] | None] = queue.SimpleQueue()
-        self.thread: threading.Thread | None = None
-        self.lock = threading.Lock()
-
-    def remove(self, folder: Path, group: Group | None = None) -> None:
-        done = folder.with_name(folder.name + "-done")
-        try:
-            folder.rename(done)
-        except OSError:
-            done = folder
-        with self.lock:
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._run, name="trialkit-sandbox-reaper")
-                self.thread.daemon = True
-                self.thread.start()
-                atexit.register(self.drain)
-        self.queue.put((done, group))
-
-    def _run(self) -> None:
-        while (item := self.queue.get()) is not None:
-            folder, group = item
-            if group is not None:
-                group.remove()
-            shutil.rmtree(folder, ignore_errors=True)
-
-    def drain(self) -> None:
-        self.queue.put(None)
-        if self.thread is not None:
-            self.thread.join(timeout=30)
-
-
-_REAPER = _Reaper()
 
 
 def _alive(pid: int) -> bool:
