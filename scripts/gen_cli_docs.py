@@ -53,14 +53,21 @@ Options without a variable or a key (report files, `--resume`, `--task`, ...) be
 and are flags only. See docs/configuration.md.
 
 """
-TABLE_HEAD = """| setting | flag | env var | `[tool.trialkit]` key | pytest | default | commands |
-|---|---|---|---|---|---|---|
+TABLE_HEAD = """| setting | flag | env var | `[tool.trialkit]` key | pytest | suite file | default | commands |
+|---|---|---|---|---|---|---|---|
 """
 
 
 def _cell(text: str | None) -> str:
     """Code in a table cell (its `|` escaped, as GitHub and MkDocs read tables)."""
     return f"`{text}`".replace("|", "\\|") if text else "—"
+
+
+def _suite(option: Option) -> str:
+    """The suite file's field of the same meaning, and which of the two wins."""
+    if option.suite is None:
+        return "—"
+    return f"`{option.suite}` ({'wins' if option.suite_wins else 'overridden'})"
 
 
 def settings_table(options: tuple[Option, ...] | None = None) -> str:
@@ -84,7 +91,7 @@ def settings_rows(options: tuple[Option, ...] | None = None) -> str:
         )
         rows.append(
             f"| {option.name} | {_cell(flag) if option.commands else '—'} | {_cell(option.env)} "
-            f"| {_cell(option.key if option.pyproject else None)} | {pytest} "
+            f"| {_cell(option.key if option.pyproject else None)} | {pytest} | {_suite(option)} "
             f"| {default or '—'} | {commands} |"
         )
     return "\n".join(rows) + "\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -88,7 +89,7 @@ def test_a_declared_setting_is_a_flag_a_variable_a_key_and_a_row_of_the_docs(
     row = next(line for line in docs.settings_table().splitlines() if "fake_knob" in line)
     assert row == (
         "| fake_knob | `--fake-knob N` | `TRIALKIT_FAKE_KNOB` | `fake-knob` "
-        "| `--trialkit-fake-knob`, `trialkit_fake_knob` | 7 | run |"
+        "| `--trialkit-fake-knob`, `trialkit_fake_knob` | — | 7 | run |"
     )
     assert "--fake-knob N" in docs.render()
 
@@ -114,6 +115,10 @@ def test_each_setting_has_its_variable_and_each_keyword_reaches_run_settings() -
             assert option.pyproject, f"{option.name}: a pytest option is a [tool.trialkit] key too"
     names = [option.name for option in OPTIONS]
     assert len(names) == len(set(names))
+    schema = json.loads((ROOT / "src" / "trialkit" / "schemas" / "suite.schema.json").read_text())
+    for option in OPTIONS:
+        if option.suite is not None:
+            assert option.suite in schema["properties"], option.name
 
 
 def test_only_takes_the_verdicts_rerun_knows() -> None:

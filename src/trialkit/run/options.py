@@ -72,6 +72,11 @@ class Option:
     """A key of `[tool.trialkit]`."""
     settings: bool = False
     """A keyword of `RunSettings.parse`."""
+    suite: str | None = None
+    """The field of a suite file (and of `Suite`) that says the same: the setting overrides it,
+    unless `suite_wins`."""
+    suite_wins: bool = False
+    """The suite's own value wins: the setting only stands in where the suite names none."""
     flag: str | None = None
     """The command line's spelling, when it is not `--name-with-dashes`."""
     short: str | None = None
@@ -142,6 +147,7 @@ OPTIONS: tuple[Option, ...] = (
         },
         pyproject=True,
         settings=True,
+        suite="trials",
     ),
     Option(
         "max_trials",
@@ -223,6 +229,7 @@ OPTIONS: tuple[Option, ...] = (
         pytest=True,
         pyproject=True,
         settings=True,
+        suite="timeout",
     ),
     Option(
         "task_ids",
@@ -257,6 +264,8 @@ OPTIONS: tuple[Option, ...] = (
         pytest=True,
         pyproject=True,
         settings=True,
+        suite="model",
+        suite_wins=True,
     ),
     Option(
         "judge_model",
@@ -334,6 +343,7 @@ OPTIONS: tuple[Option, ...] = (
         env="TRIALKIT_SANDBOX",
         metavar="PROVIDER",
         pyproject=True,
+        suite="sandbox",
     ),
     Option(
         "max_cost",
