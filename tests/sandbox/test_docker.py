@@ -17,8 +17,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from click.testing import CliRunner
 
 from tests.sandbox._docker import container_provider, image_for
+from trialkit.cli.main import cli
 from trialkit.sandbox.base import (
     LimitExceeded,
     Limits,
@@ -416,3 +418,14 @@ def report() -> ProviderReport:
 def test_every_canary_holds_in_docker(report: ProviderReport, canary: str) -> None:
     result = next(r for r in report.results if r.name == canary)
     assert result.status == "held", result.detail
+
+
+def test_sandbox_check_without_an_image_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    container_provider()  # a daemon is here
+    monkeypatch.delenv(IMAGE_ENV, raising=False)
+    result = CliRunner().invoke(cli, ["sandbox", "check", "docker"])
+    assert result.exit_code == 2, result.output
+    assert "needs an image" in result.output and IMAGE_ENV in result.output
+    assert "Traceback" not in result.output and "held" not in result.output

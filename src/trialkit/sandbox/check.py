@@ -287,6 +287,12 @@ async def check_provider(
 ) -> ProviderReport:
     """Run every canary (or those named in `only`) against `provider`."""
     report = ProviderReport(provider.name, unavailable=provider.unavailable())
+    if report.unavailable is None:
+        probe = _Context(provider, provider.capabilities(), Path(), 0, 0)
+        try:  # what the canaries' policy needs beyond the provider (docker: an image) is here
+            provider.check(probe.policy(network=probe.sandbox_network()))
+        except SandboxError as exc:
+            report.unavailable = str(exc)
     if report.unavailable is not None:
         return report
     caps = provider.capabilities()
