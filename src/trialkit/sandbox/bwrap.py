@@ -300,6 +300,14 @@ class BwrapSandbox(Sandbox):
         os.close(block_r)
         try:
             return await self._started(process, info_r, block_w, network.mode)
+        except BaseException:
+            # before block_w closes: bwrap would take its end for the go-ahead and run the
+            # command without its limits and bridge (a cancellation while it was set up)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+            raise
         finally:
             os.close(info_r)
             with contextlib.suppress(OSError):
