@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from trialkit.sandbox.base import LimitName, SandboxError, SandboxProcess
 
@@ -40,8 +41,8 @@ class HostProcess(SandboxProcess):
         code = await self.process.wait()
         if not self._judged:
             self._judged = True
-            if self._on_exit is not None:
-                self._limit = self._on_exit(code)
+            if self._on_exit is not None:  # it may read files (a disk limit): not on the loop
+                self._limit = await anyio.to_thread.run_sync(self._on_exit, code)
         return code
 
     async def kill(self) -> None:
