@@ -51,9 +51,9 @@ def policy(
     )
 
 
-def _labelled(label: str) -> list[str]:
+def _labelled(label: str, engine: str = "docker") -> list[str]:
     shown = subprocess.run(
-        ["docker", "ps", "--all", "--quiet", "--filter", f"label={label}"],
+        [engine, "ps", "--all", "--quiet", "--filter", f"label={label}"],
         capture_output=True,
         text=True,
         check=True,
@@ -340,12 +340,12 @@ KILLED_RUN = """
 import sys, anyio
 from pathlib import Path
 from trialkit.sandbox.base import NetworkPolicy, SandboxPolicy
-from trialkit.sandbox.docker import IMAGE_ENV, DockerProvider
+from trialkit.sandbox.registry import load_provider
 
 async def main():
-    provider = DockerProvider(image=sys.argv[1], run_id=sys.argv[2])
-    policy = SandboxPolicy(provider="docker", network=NetworkPolicy("none"))
-    async with provider.sandbox(Path(sys.argv[3]), policy) as box:
+    provider = load_provider(sys.argv[1], image=sys.argv[2], run_id=sys.argv[3])
+    policy = SandboxPolicy(provider=sys.argv[1], network=NetworkPolicy("none"))
+    async with provider.sandbox(Path(sys.argv[4]), policy) as box:
         await box.exec(["true"])
         print("started", flush=True)
         await anyio.sleep(600)
@@ -354,59 +354,55 @@ anyio.run(main)
 """
 
 
-def test_nothing_of_a_killed_run_is_left_after_cleanup(tmp_path: Path) -> None:
-    provider = container_provider()
+@pytest.mark.parametrize("engine", ENGINES)
+def test_nothing_of_a_killed_run_is_left_after_cleanup(engine: str, tmp_path: Path) -> None:
+    provider = container_provider(engine)
+    image = image_for(engine)
     run_id = f"killed-{os.getpid()}-{tmp_path.name}"
     runner = subprocess.Popen(
-        [sys.executable, "-c", KILLED_RUN, image_for("docker"), run_id, str(tmp_path)],
+        [sys.executable, "-c", KILLED_RUN, engine, image, run_id, str(tmp_path)],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
     assert runner.stdout is not None
     assert runner.stdout.readline() == "started\n"
-    assert len(_labelled(f"org.trialkit.run={run_id}")) == 1
-    os.killpg(runner.pid, signal.SIGKILL)  # the runner and its docker clients, at once
+    assert len(_labelled(f"org.trialkit.run={run_id}", engine)) == 1
+    os.killpg(runner.pid, signal.SIGKILL)  # the runner and its engine clients, at once
     runner.wait()
     runner.stdout.close()
-    # one a killed run's client could not end (a stuck client, a daemon that was down) ...
     dead = subprocess.Popen(["true"])
     dead.wait()
-    left = subprocess.run(
-        ["docker", "run", "--detach", "--label", "org.trialkit.sandbox=docker",
-         "--label", f"org.trialkit.run={run_id}",
-         "--label", f"org.trialkit.owner={os.uname().nodename}:{dead.pid}",
-         "--entrypoint", "sleep", image_for("docker"), "600"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+
+    def start(owner_pid: int) -> str:
+        return subprocess.run(
+            [engine, "run", "--detach", *provider.engine.run_args(),
+             *provider.extra_run_args(), "--label", f"org.trialkit.sandbox={engine}",
+             "--label", f"org.trialkit.run={run_id}-{owner_pid}",
+             "--label", f"org.trialkit.owner={os.uname().nodename}:{owner_pid}",
+             "--entrypoint", "sleep", image, "600"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+
+    # one a killed run's client could not end (a stuck client, a daemon that was down) ...
+    left = start(dead.pid)
     # ... and one of a run still alive (this process), which cleanup keeps
-    alive = subprocess.run(
-        ["docker", "run", "--detach", "--label", "org.trialkit.sandbox=docker",
-         "--label", f"org.trialkit.owner={os.uname().nodename}:{os.getpid()}",
-         "--entrypoint", "sleep", image_for("docker"), "600"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    alive = start(os.getpid())
     try:
         cleaned = subprocess.run(
-            [sys.executable, "-m", "trialkit", "sandbox", "cleanup", "docker"],
+            [sys.executable, "-m", "trialkit", "sandbox", "cleanup", engine],
             capture_output=True,
             text=True,
             check=False,
         )
         assert cleaned.returncode == 0, cleaned.stderr
-        assert cleaned.stdout.startswith("docker: removed ")
+        assert cleaned.stdout.startswith(f"{engine}: removed ")
         assert int(cleaned.stdout.split()[-1]) >= 1
-        assert _labelled(f"org.trialkit.run={run_id}") == []
-        assert (
-            left[:12]
-            not in subprocess.run(
-                ["docker", "ps", "-aq"], capture_output=True, text=True, check=True
-            ).stdout
-        )
-        assert alive[:12] in _labelled("org.trialkit.sandbox=docker")
+        assert _labelled(f"org.trialkit.run={run_id}", engine) == []
+        assert _labelled(f"org.trialkit.run={run_id}-{dead.pid}", engine) == []
+        assert _labelled(f"org.trialkit.run={run_id}-{os.getpid()}", engine) == [alive[:12]]
     finally:
-        subprocess.run(["docker", "rm", "--force", alive, left], capture_output=True, check=False)
-    assert provider.name == "docker"
+        subprocess.run([engine, "rm", "--force", alive, left], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")

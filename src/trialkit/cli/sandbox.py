@@ -6,7 +6,13 @@ from collections.abc import Sequence
 
 import click
 
-from trialkit.cli._common import EXIT_GATE_FAILED, debug_option, fail, handle_errors
+from trialkit.cli._common import (
+    EXIT_GATE_FAILED,
+    EXIT_RUN_FAILED,
+    debug_option,
+    fail,
+    handle_errors,
+)
 
 
 @click.group("sandbox")
@@ -108,5 +114,8 @@ def cleanup_command(provider: str | None, debug: bool) -> None:
             if provider:
                 fail(str(loaded.unavailable()))
             continue
-        removed = anyio.run(loaded.cleanup)
+        try:
+            removed = anyio.run(loaded.cleanup)
+        except SandboxError as exc:  # the engine failed (a docker daemon that stopped answering)
+            fail(f"{name}: {exc}", EXIT_RUN_FAILED)
         click.echo(f"{name}: removed {removed}")

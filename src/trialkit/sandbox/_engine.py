@@ -202,14 +202,20 @@ class Engine:
     async def cleanup(self, *, everything: bool = False) -> list[str]:
         """Remove the containers trialkit started whose process is gone (every one of them
         with `everything`); their names."""
-        listed = await self.run(
-            "ps",
-            "--all",
-            "--filter",
-            f"label={LABEL}",
+        listed = await self.run("ps", "--all", "--quiet", "--filter", f"label={LABEL}")
+        if not listed.stdout.split():
+            return []
+        # `inspect` reads the labels the same way in docker and podman (`ps` formats do not)
+        shown = await self.run(
+            "inspect",
             "--format",
-            f'{{{{.ID}}}} {{{{.Names}}}} {{{{.Label "{LABEL_OWNER}"}}}}',
+            f'{{{{.Id}}}} {{{{.Name}}}} {{{{index .Config.Labels "{LABEL_OWNER}"}}}}',
+            *listed.stdout.split(),
+            check=False,
         )
+        if shown.returncode != 0 and not shown.stdout.strip():
+            raise SandboxError(f"{self.binary} inspect: {shown.line()}")
+        listed = shown
         doomed: list[tuple[str, str]] = []
         for row in listed.stdout.splitlines():
             parts = row.split()
@@ -217,9 +223,10 @@ class Engine:
                 continue
             owner = parts[2] if len(parts) > 2 else ""
             if everything or not owner_alive(owner):
-                doomed.append((parts[0], parts[1]))
+                doomed.append((parts[0], parts[1].lstrip("/")))
         if doomed:
-            await self.run("rm", "--force", "--volumes", *(ident for ident, _ in doomed))
+            # one that ended meanwhile (`run --rm`) is gone already: not an error
+            await self.run("rm", "--force", "--volumes", *(i for i, _ in doomed), check=False)
         return [name for _, name in doomed]
 
 
