@@ -134,6 +134,29 @@ def test_exec_runs_in_the_image_as_a_user_that_owns_the_workspace(
     assert {p.stat().st_uid for p in [tmp_path, made, tmp_path / "given.txt"]} == {owner}
 
 
+def test_more_host_paths_bound_read_only_or_read_write(tmp_path: Path) -> None:
+    tools, shared, workspace = tmp_path / "tools", tmp_path / "shared", tmp_path / "ws"
+    for folder in (tools, shared, workspace):
+        folder.mkdir()
+        folder.chmod(0o777)
+    (tools / "tool.sh").write_text("echo from a host tool\n")
+    (tmp_path / "secret.txt").write_text("beside the bound folders, not bound")
+    provider = container_provider(read_only=[str(tools)], read_write=[str(shared)])
+
+    async def main() -> list[str]:
+        async with provider.sandbox(workspace, policy()) as box:
+            script = (
+                f"sh {tools}/tool.sh; touch {tools}/x 2>/dev/null || echo read-only; "
+                f"echo y > {shared}/y && echo written; ls {tmp_path}"
+            )
+            return (await box.exec(["sh", "-c", script])).stdout_text.splitlines()
+
+    seen = anyio.run(main)
+    assert seen[:3] == ["from a host tool", "read-only", "written"]
+    assert sorted(seen[3:]) == ["shared", "tools", "ws"]  # the mount points, not secret.txt
+    assert (shared / "y").read_text() == "y\n" and not (tools / "x").exists()
+
+
 def _command_lines() -> list[bytes]:
     lines = []
     for pid in filter(str.isdigit, os.listdir("/proc")):

@@ -155,8 +155,13 @@ class ContainerSandbox(Sandbox):
             "--env", f"HOME={HOME}",
             "--stop-timeout", "1",
         ]  # fmt: skip
-        if provider.options.get("read_only", True):
+        if provider.options.get("read_only_root", True):
             args.append("--read-only")
+        # more host paths, at the same paths (as bwrap's options of these names)
+        for mode, key in (("ro", "read_only"), ("rw", "read_write")):
+            for path in provider.options.get(key) or ():
+                host = os.path.abspath(str(path))
+                args += ["--volume", f"{host}:{host}:{mode}"]
         for key in policy.env:  # the value from the client's environment (see client_env)
             args += ["--env", key]
         if limits.memory_bytes is not None:

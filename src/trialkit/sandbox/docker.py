@@ -63,8 +63,9 @@ _INITS = (
 
 class DockerProvider(SandboxProvider):
     """One container per trial (see the module's docstring). Options: `image`, `user`,
-    `cpus`, `read_only` (default true), `run_id` (the label's value; a new id by default),
-    `starts` (containers starting at once; default: the machine's CPU count)."""
+    `cpus`, `read_only_root` (default true), `read_only` and `read_write` (more host paths,
+    bound at the same paths), `run_id` (the label's value; a new id by default), `starts`
+    (containers starting at once; default: the machine's CPU count)."""
 
     name: ClassVar[str] = "docker"
     binary: ClassVar[str] = "docker"
