@@ -29,6 +29,10 @@ def test_limits_and_network_refuse_bad_values() -> None:
         Limits(memory_bytes=0)
     with pytest.raises(ValueError, match="cpu_seconds must be a number of seconds > 0"):
         Limits(cpu_seconds=float("inf"))
+    with pytest.raises(ValueError, match="processes must be a whole number > 0, got True"):
+        Limits(processes=True)
+    with pytest.raises(ValueError, match="wall_clock_seconds must be a number"):
+        Limits(wall_clock_seconds=False)
     with pytest.raises(ValueError, match="network: one of none, model-only, allowlist, host"):
         NetworkPolicy("internet")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="allow is for mode allowlist"):

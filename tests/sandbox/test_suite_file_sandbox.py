@@ -62,6 +62,7 @@ def test_a_suite_runs_its_agent_in_bwrap(tmp_path: Path, monkeypatch: pytest.Mon
         ),
         ("{provider: bwrap, network: allowlist, allow: [example.com]}", "network 'allowlist'"),
         ("{provider: local, limits: {memory_bytes: -1}}", "greater than 0"),
+        ("{provider: local, limits: {processes: true}}", "sandbox.limits.processes"),
     ],
 )
 def test_a_sandbox_that_cannot_be_had_is_refused_before_any_trial(

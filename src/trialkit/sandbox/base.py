@@ -132,11 +132,13 @@ class Limits:
     def __post_init__(self) -> None:
         for name in ("memory_bytes", "processes", "output_bytes", "disk_bytes"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value <= 0):
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            if value is not None and (not whole or value <= 0):
                 raise ValueError(f"limits: {name} must be a whole number > 0, got {value!r}")
         for name in ("cpu_seconds", "wall_clock_seconds"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float) and 0 < value < math.inf):
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if value is not None and not (number and 0 < value < math.inf):
                 raise ValueError(f"limits: {name} must be a number of seconds > 0, got {value!r}")
 
     def asked(self) -> frozenset[LimitName]:

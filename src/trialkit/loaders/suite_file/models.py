@@ -274,17 +274,17 @@ _NETWORK = Literal["none", "model-only", "allowlist", "host"]
 class SandboxLimits(FileModel):
     """Bounds on what one trial's sandbox may use (a limit hit is a trial error naming it)."""
 
-    memory_bytes: Annotated[int, Field(gt=0)] | None = None
+    memory_bytes: Annotated[int, Field(gt=0, strict=True)] | None = None
     """Memory of all the sandbox's processes together."""
-    processes: Annotated[int, Field(gt=0)] | None = None
+    processes: Annotated[int, Field(gt=0, strict=True)] | None = None
     """Processes alive at once."""
-    cpu_seconds: Annotated[float, Field(gt=0)] | None = None
+    cpu_seconds: Annotated[float, Field(gt=0, strict=True)] | None = None
     """CPU time of one process."""
-    wall_clock_seconds: Annotated[float, Field(gt=0)] | None = None
+    wall_clock_seconds: Annotated[float, Field(gt=0, strict=True)] | None = None
     """Wall-clock time of one command (the trial's timeout bounds the whole)."""
-    output_bytes: Annotated[int, Field(gt=0)] | None = None
+    output_bytes: Annotated[int, Field(gt=0, strict=True)] | None = None
     """Output kept per command of a grader (an agent's stdout is kept up to 10 MB)."""
-    disk_bytes: Annotated[int, Field(gt=0)] | None = None
+    disk_bytes: Annotated[int, Field(gt=0, strict=True)] | None = None
     """Bytes the workspace, HOME and /tmp may hold together."""
 
 
@@ -310,6 +310,24 @@ class SandboxSpec(FileModel):
     """Environment variables every process of the sandbox gets."""
     options: dict[str, JsonValue] = Field(default_factory=dict)
     """Settings of the provider itself (bwrap: read_only, read_write: host paths bound in)."""
+
+
+def _provider_named(value: Any) -> Any:
+    """`sandbox: bwrap` is `sandbox: {provider: bwrap}`."""
+    if isinstance(value, str):
+        return {"provider": value}
+    if not isinstance(value, dict):
+        raise problem("expected a provider's name (bwrap) or a mapping {provider: ..., ...}")
+    return value
+
+
+class _NameOrSpec:
+    """JSON Schema of a sandbox: a provider's name, or the mapping."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"anyOf": [{"type": "string"}, handler(schema)]}
 
 
 class _OneOrList:
@@ -351,7 +369,7 @@ class SuiteFile(FileModel):
     """The agent under test when it is not `model`: `{python: module:name}`, or a command."""
     environment: EnvironmentSpec | None = None
     """Prepares the world of each trial: `{workspace: fixtures/x}` or `{python: module:name}`."""
-    sandbox: str | SandboxSpec | None = None
+    sandbox: Annotated[SandboxSpec, BeforeValidator(_provider_named), _NameOrSpec()] | None = None
     """Where a command-line agent's processes run: a provider's name (`bwrap`), or
     `{provider: ..., network: ..., limits: {...}}`; refused before any trial when the provider
     is not installed or cannot enforce it."""
