@@ -63,6 +63,16 @@ def test_a_suite_runs_its_agent_in_bwrap(tmp_path: Path, monkeypatch: pytest.Mon
         ("{provider: bwrap, network: allowlist, allow: [example.com]}", "network 'allowlist'"),
         ("{provider: local, limits: {memory_bytes: -1}}", "greater than 0"),
         ("{provider: local, limits: {processes: true}}", "sandbox.limits.processes"),
+        ("7", "sandbox: expected a provider's name (bwrap) or a mapping"),
+        (
+            "{provider: bwrap, options: {read_only: /opt}}",
+            "sandbox: sandbox 'bwrap': read_only: expected a list of paths, got '/opt'",
+        ),
+        (
+            "{provider: bwrap, options: {read_only: [/]}}",
+            "read_only: '/' is not an absolute path below /",
+        ),
+        ("{provider: bwrap, options: {readonly: [/opt]}}", "sandbox 'bwrap': no option readonly"),
     ],
 )
 def test_a_sandbox_that_cannot_be_had_is_refused_before_any_trial(

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -39,12 +38,21 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import cached_property
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from trialkit.sandbox import _process
 from trialkit.sandbox._bridge import Bridge, can_enter, loopback_endpoints
+from trialkit.sandbox._bwrap_util import (
+    alive,
+    bytes_under,
+    check_options,
+    ids,
+    read_info,
+    set_rlimits,
+)
 from trialkit.sandbox._cgroup import Cgroups, Group
 from trialkit.sandbox._etc import ETC_ALLOWED, staged_etc
 from trialkit.sandbox._reaper import REAPER
@@ -74,6 +82,10 @@ _SIGXFSZ = int(signal.SIGXFSZ)
 class BwrapProvider(SandboxProvider):
     name = "bwrap"
     install_hint = "apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap"
+
+    def __init__(self, **options: Any) -> None:
+        check_options(options)
+        super().__init__(**options)
 
     @cached_property
     def executable(self) -> str | None:
@@ -146,7 +158,7 @@ class BwrapProvider(SandboxProvider):
         removed = self.cgroups.remove_orphans()
         for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*"):
             pid = folder.name.removeprefix(STATE_PREFIX).split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)) and folder.is_dir():
+            if pid.isdigit() and not alive(int(pid)) and folder.is_dir():
                 shutil.rmtree(folder, ignore_errors=True)
                 removed += 1
         return removed
@@ -239,7 +251,7 @@ class BwrapSandbox(Sandbox):
             command.append("--unshare-net")
         command += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         command += ["--hostname", "sandbox"]
-        uid, gid = _ids(user if user is not None else self.policy.user)
+        uid, gid = ids(user if user is not None else self.policy.user)
         if uid is not None:
             command += ["--uid", str(uid), "--gid", str(gid)]
         command += ["--ro-bind", "/usr", "/usr"]
@@ -316,7 +328,7 @@ class BwrapSandbox(Sandbox):
     async def _started(
         self, process: anyio.abc.Process, info_r: int, block_w: int, network: NetworkMode
     ) -> SandboxProcess:
-        text = await anyio.to_thread.run_sync(_read_info, info_r)
+        text = await anyio.to_thread.run_sync(read_info, info_r)
         try:
             child = int(json.loads(text)["child-pid"])
         except (ValueError, KeyError, TypeError):
@@ -335,7 +347,7 @@ class BwrapSandbox(Sandbox):
             if group is not None:
                 since = group.events()
                 group.add(child)
-            _set_rlimits(child, limits.cpu_seconds, limits.disk_bytes)
+            set_rlimits(child, limits.cpu_seconds, limits.disk_bytes)
             bridge.open(child)
             os.write(block_w, b"1")
         except BaseException:
@@ -410,7 +422,7 @@ class BwrapSandbox(Sandbox):
         )
 
     def disk_used(self) -> int:
-        return _bytes_under(self.host_workspace) + _bytes_under(self.state)
+        return bytes_under(self.host_workspace) + bytes_under(self.state)
 
 
 class _Judge:
@@ -443,51 +455,3 @@ class _Judge:
         ):
             return "disk"
         return None
-
-
-def _read_info(fd: int) -> str:
-    data = b""
-    while b"}" not in data:
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode(errors="replace")
-
-
-def _set_rlimits(pid: int, cpu_seconds: float | None, disk_bytes: int | None) -> None:
-    if cpu_seconds is not None:
-        soft = max(1, int(cpu_seconds + 0.999))
-        resource.prlimit(pid, resource.RLIMIT_CPU, (soft, soft + 1))
-    if disk_bytes is not None:
-        resource.prlimit(pid, resource.RLIMIT_FSIZE, (disk_bytes, disk_bytes))
-
-
-def _ids(user: str | None) -> tuple[int | None, int | None]:
-    if user is None:
-        return None, None
-    if user == "root":
-        return 0, 0
-    uid, _, gid = user.partition(":")
-    if not uid.isdigit() or (gid and not gid.isdigit()):
-        raise SandboxError(f"sandbox 'bwrap': user {user!r}: give root, a uid or uid:gid")
-    return int(uid), int(gid or uid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _bytes_under(folder: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return total
