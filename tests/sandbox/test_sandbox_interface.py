@@ -173,3 +173,12 @@ def test_local_refuses_another_user(tmp_path: Path) -> None:
 
     with pytest.raises(SandboxError, match="cannot run processes as another user"):
         anyio.run(main)
+
+
+def test_a_provider_refuses_an_option_it_does_not_have() -> None:
+    with pytest.raises(SandboxError, match="sandbox 'local': no option clearenv"):
+        registry.load_provider("local", clearenv=True)
+    with pytest.raises(SandboxError, match="clear_env: true or false, got 'yes'"):
+        registry.load_provider("local", clear_env="yes")
+    with pytest.raises(SandboxError, match="sandbox 'bwrap': no option readonly"):
+        registry.load_provider("bwrap", readonly=["/opt"])

@@ -11,6 +11,7 @@ import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import anyio
 
@@ -103,6 +104,18 @@ class LocalProvider(SandboxProvider):
     """No isolation (see the module's docstring). Option: `clear_env` (default `False`)."""
 
     name = "local"
+
+    def __init__(self, **options: Any) -> None:
+        unknown = sorted(set(options) - {"clear_env"})
+        if unknown:
+            raise SandboxError(
+                f"sandbox 'local': no option {', '.join(unknown)} (its one: clear_env)"
+            )
+        if not isinstance(options.get("clear_env", False), bool):
+            raise SandboxError(
+                f"sandbox 'local': clear_env: true or false, got {options['clear_env']!r}"
+            )
+        super().__init__(**options)
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
