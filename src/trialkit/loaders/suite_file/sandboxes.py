@@ -60,4 +60,3 @@ def _asked(spec: SandboxSpec, default: SandboxPolicy, base_dir: Path) -> Sandbox
         user=spec.user if spec.user is not None else default.user,
         env={**default.env, **spec.env},
     )
-
