@@ -425,7 +425,8 @@ def test_nothing_of_a_killed_run_is_left_after_cleanup(engine: str, tmp_path: Pa
         assert _labelled(f"org.trialkit.run={run_id}-{dead.pid}", engine) == []
         assert _labelled(f"org.trialkit.run={run_id}-{os.getpid()}", engine) == [alive[:12]]
     finally:
-        subprocess.run([engine, "rm", "--force", alive, left], capture_output=True, check=False)
+        for container in (alive, left):  # podman removes none of a list naming one gone
+            subprocess.run([engine, "rm", "--force", container], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")

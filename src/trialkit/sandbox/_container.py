@@ -237,7 +237,7 @@ class ContainerSandbox(Sandbox):
                 client.kill()
             await client.wait()
         if waited.cancelled_caught or client.returncode != 0:
-            await self.engine.run("rm", "--force", self.name, check=False)
+            await self.engine.remove(self.name)
         await client.aclose()
         for process in self.processes:
             await process.aclose()

@@ -193,6 +193,11 @@ class Engine:
             raise SandboxError(f"sandbox {self.binary!r}: building {dockerfile}: {built.line()}")
         return tag
 
+    async def remove(self, container: str) -> None:
+        """Remove `container` at once (SIGKILL), if it is still there."""
+        at_once = ["--time", "0"] if self.binary == "podman" else []  # docker kills at once
+        await self.run("rm", "--force", *at_once, "--volumes", container, check=False)
+
     def run_args(self) -> list[str]:
         """The options every `run` of this engine needs here."""
         if self.runtime is None:
@@ -225,8 +230,9 @@ class Engine:
             if everything or not owner_alive(owner):
                 doomed.append((parts[0], parts[1].lstrip("/")))
         if doomed:
-            # one that ended meanwhile (`run --rm`) is gone already: not an error
-            await self.run("rm", "--force", "--volumes", *(i for i, _ in doomed), check=False)
+            # one by one: podman removes none of a list that names one gone meanwhile
+            for ident, _ in doomed:
+                await self.remove(ident)
         return [name for _, name in doomed]
 
 
