@@ -21,7 +21,7 @@ from trialkit._record import ErrorInfo, Record, share_field_sets
 from trialkit.score import Score, Verdict
 from trialkit.task import SuiteKind
 from trialkit.transcript import Usage
-from trialkit.trial import Trial, TrialStatus
+from trialkit.trial import SandboxRecord, Trial, TrialStatus
 
 if TYPE_CHECKING:
     from trialkit.task import Task
@@ -80,6 +80,9 @@ class TrialResult(Record):
     grader_cost_usd: float | None = None
     """The graders' part of `cost_usd`: 0 when the graders called no model (code graders are
     free), `None` when a grader's call has an unknown price."""
+    sandbox: SandboxRecord | None = None
+    """Which sandbox ran the trial, its network per phase, its limits, its image, and the
+    limit hit if one was; `None` when nothing of the trial ran in a sandbox."""
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialResult:
@@ -101,6 +104,7 @@ class TrialResult(Record):
                 grader_usage=trial.grader_usage,
                 cost_usd=trial.cost_usd,
                 grader_cost_usd=trial.grader_cost_usd,
+                sandbox=trial.sandbox,
             )
         )
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from trialkit.harness.base import HarnessLike
     from trialkit.loaders.target import SuiteSource
     from trialkit.models.base import GenerationConfig, Model, ResponseFormat
+    from trialkit.sandbox.base import SandboxPolicy, SandboxProvider
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_TRIALS = 1
@@ -303,6 +304,15 @@ class Suite:
     metadata: dict[str, Any] = field(default_factory=dict)
     probes: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
     """Queries of the world run after each user turn of every task (see `Task.probes`)."""
+    sandbox: SandboxPolicy | str | None = None
+    """Where each trial's processes run: a sandbox provider's name (its default policy) or a
+    `SandboxPolicy` (whose `options` make the provider), refused here when the provider is
+    missing or cannot enforce it. Python harnesses and graders reach it as `ctx.sandbox`; a
+    command-line agent with a sandbox of its own (`in_sandbox`) runs in that one."""
+    chosen_sandbox: tuple[SandboxProvider, SandboxPolicy] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
+    """The provider made for `sandbox`, and its policy."""
     source: SuiteSource | None = field(default=None, compare=False, repr=False)
     """Where the suite was loaded from (set by `load_target`), so worker processes can load
     it again themselves: a suite holds functions, which are never sent between processes."""
@@ -341,6 +351,13 @@ class Suite:
                     "kind ('capability' or 'regression')"
                 )
         self.graders = list(self.graders)
+        if self.sandbox is not None:
+            from trialkit.sandbox.trial import choose_sandbox
+
+            try:
+                self.chosen_sandbox = choose_sandbox(self.sandbox)
+            except ValueError as exc:
+                raise SuiteError(f"{where}: sandbox: {exc}") from None
 
     def probes_for(self, task: Task) -> dict[str, Callable[[Any], Any]]:
         """The suite's probes and the task's (the task's win on a shared name)."""

@@ -26,6 +26,40 @@ class TrialStatus(StrEnum):
     """The task's timeout ran out."""
 
 
+class SandboxRecord(Record):
+    """Which sandbox ran a trial, and what it allowed (`trialkit.sandbox.base.SandboxInfo`)."""
+
+    provider: str
+    """The provider's name: `bwrap`, `docker`, `podman`, `local` (no isolation)."""
+    isolated: bool
+    """Whether the provider isolates (false for `local`)."""
+    network: str
+    """The network while the agent ran: `none`, `model-only`, `allowlist`, `host`."""
+    grader_network: str
+    """The network while graders ran commands in it."""
+    limits: dict[str, int | float] = Field(default_factory=dict)
+    """The limits set, by their `Limits` field (`memory_bytes`, `processes`, ...)."""
+    image: str | None = None
+    """The image it ran (container providers)."""
+    details: dict[str, str] = Field(default_factory=dict)
+    """Provider facts (`cgroup: v1`, the container's engine and user)."""
+    limit_hit: str | None = None
+    """The limit a command of the trial hit (`memory`, `processes`, `cpu_time`, `wall_clock`,
+    `output`, `disk`), which made the trial an error; `None` when none was."""
+
+    def summary(self) -> str:
+        """One line: `bwrap (isolated), network model-only / graders none, limits ...`."""
+        kind = "isolated" if self.isolated else "no isolation"
+        line = f"{self.provider} ({kind}), network {self.network} / graders {self.grader_network}"
+        if self.image:
+            line += f", image {self.image}"
+        if self.limits:
+            line += ", limits " + " ".join(f"{k}={v}" for k, v in sorted(self.limits.items()))
+        if self.limit_hit:
+            line += f"; hit: {self.limit_hit}"
+        return line
+
+
 class Trial(Record):
     """One attempt at one task."""
 
@@ -55,6 +89,8 @@ class Trial(Record):
     grader_cost_usd: float | None = None
     """The graders' part of `cost_usd`: 0 when the graders called no model, `None` when a
     price is unknown."""
+    sandbox: SandboxRecord | None = None
+    """The sandbox the trial's processes ran in; `None` when nothing of it ran in one."""
     attempt: int = 1
     """Which attempt this is: 1, or 2 and more for a trial run again after an error
     (`trialkit run --resume RUN --retry-errors`; the run's `config.retried` lists them)."""

@@ -90,11 +90,14 @@ def test_a_sandbox_that_cannot_be_had_is_refused_before_any_trial(
     assert not store.exists()
 
 
-def test_only_a_command_line_agent_runs_in_a_sandbox(tmp_path: Path) -> None:
+def test_a_suite_without_a_command_line_agent_gets_the_sandbox_itself(tmp_path: Path) -> None:
+    from trialkit.loaders.suite_file.load import load_suite_file
+
     folder = suite(tmp_path / "s", "local", harness="{model: scripted/echo}")
     result = CliRunner().invoke(cli, ["validate", str(folder)])
-    assert result.exit_code == 2
-    assert "only command-line agents run in a sandbox so far" in result.output
+    assert result.exit_code == 0, result.output
+    loaded = load_suite_file(folder / "suite.yaml")
+    assert loaded.chosen_sandbox is not None and loaded.chosen_sandbox[0].name == "local"
 
 
 def test_the_sandbox_flag_puts_the_agent_in_a_sandbox(tmp_path: Path) -> None:
@@ -113,14 +116,14 @@ def test_the_sandbox_flag_puts_the_agent_in_a_sandbox(tmp_path: Path) -> None:
     ("harness", "provider", "message"),
     [
         (None, "nosuch", "error: --sandbox: no sandbox provider 'nosuch'"),
-        ("{model: scripted/echo}", "bwrap", "--sandbox: only a command-line agent"),
+        ("{model: scripted/echo}", "nosuch", "error: --sandbox: no sandbox provider 'nosuch'"),
     ],
 )
 def test_a_sandbox_flag_that_cannot_be_had_is_exit_2(
     tmp_path: Path, harness: str | None, provider: str, message: str
 ) -> None:
     folder = suite(tmp_path / "s", "local", harness=harness)
-    if harness is not None:  # a model harness cannot take the file's key either
+    if harness is not None:  # the suite's own sandbox, not its agent's
         (folder / "suite.yaml").write_text(
             (folder / "suite.yaml").read_text().replace("sandbox: local\n", "")
         )

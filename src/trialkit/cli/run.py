@@ -105,15 +105,19 @@ def run_command(target: str, **params: Any) -> None:
 
 
 def in_sandbox(suite: Any, provider: str) -> None:
-    """`--sandbox PROVIDER`: the suite's command-line agent runs in it (exit 2 when it cannot)."""
+    """`--sandbox PROVIDER`: the suite's command-line agent runs in it, or else the suite's
+    trials do (`ctx.sandbox` of a Python agent and the graders); exit 2 when it cannot."""
     from trialkit.harness.subprocess import SubprocessAgent
     from trialkit.sandbox.base import SandboxError
+    from trialkit.sandbox.trial import choose_sandbox
 
-    if not isinstance(suite.harness, SubprocessAgent):
-        fail("--sandbox: only a command-line agent runs in a sandbox so far (a command harness)")
     try:
-        suite.harness.in_sandbox(provider)
-    except SandboxError as exc:
+        if isinstance(suite.harness, SubprocessAgent):
+            suite.harness.in_sandbox(provider)
+        else:
+            suite.chosen_sandbox = choose_sandbox(provider)
+            suite.sandbox = provider
+    except (SandboxError, ValueError) as exc:
         fail(f"--sandbox: {exc}")
 
 

@@ -116,6 +116,7 @@ class TrialActor:
 
     async def finish(self) -> dict[str, Any]:
         """Close the harness; the cassette keys used and the calls of no trial."""
+        await self.worker.trials.aclose()
         await self.worker.harness.aclose()
         return {"keys": self.worker.used_keys(), "calls": self.worker.run_calls()}
 

@@ -208,6 +208,7 @@ async def serve(channel: _Channel) -> int:
             await channel.send(b"keys " + keys + b"\n")
     finally:
         with anyio.CancelScope(shield=True):
+            await worker.trials.aclose()
             await worker.harness.aclose()
     return EXIT_SIGTERM if terminated else 0
 

@@ -21,6 +21,7 @@ from trialkit.transcript import Transcript
 from trialkit.trial import TrialStatus
 
 if TYPE_CHECKING:
+    from trialkit.sandbox.base import Sandbox
     from trialkit.task import Task
 
 GraderResult: TypeAlias = bool | float | Score
@@ -40,6 +41,10 @@ class GradeContext:
     outcome: Outcome
     world: Any = None
     """What the environment's `setup` returned (e.g. a workspace); `None` without one."""
+    sandbox: Sandbox | None = None
+    """The trial's sandbox, the agent's own, in its grader phase (the policy's
+    `grader_network`): `await ctx.sandbox.exec(["python", "-m", "pytest", "-q"])` runs the
+    project's tests where the agent ran, on the files it left. `None` as for `TrialContext`."""
     _memo: dict[object, _MemoEntry] = field(default_factory=dict, repr=False)
     _memo_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -1,6 +1,8 @@
 """A command-line agent's turns in a sandbox (`SubprocessAgent.in_sandbox`): the trial's sandbox
-opened at its first turn around the workspace, with the model proxy's URLs as its endpoints
-(and each turn's MCP server added), and each turn's command run in it with the same caps as
+(the runner's `ctx.sandbox`, shared with the graders and stopped at the trial's end; else one
+of its own, outside a runner) opened at its first turn around the workspace, with the model
+proxy's URLs as its endpoints (and each turn's MCP server added), and each turn's command run
+in it with the same caps as
 outside (`_process`: stdout kept up to `MAX_STDOUT_BYTES` and handed over line by line,
 stderr's last `MAX_STDERR_BYTES`). A limit of the sandbox that ended the command raises
 `LimitExceeded`, so the trial is an error naming the limit."""
@@ -19,32 +21,52 @@ import anyio.abc
 from trialkit.harness._process import MAX_STDERR_BYTES, MAX_STDOUT_BYTES, Finished, Stdout
 from trialkit.sandbox.base import (
     LimitExceeded,
+    LimitName,
     Sandbox,
     SandboxPolicy,
     SandboxProvider,
 )
+from trialkit.sandbox.trial import TrialSandbox, limit_message
 
 MCP_CONFIG = "/tmp/trialkit-mcp.json"
 """Where `{mcp_config}` is written inside the sandbox (its private /tmp)."""
 
 
 class SandboxedTurns:
-    def __init__(self, provider: SandboxProvider, policy: SandboxPolicy, workspace: Path) -> None:
+    def __init__(
+        self,
+        provider: SandboxProvider,
+        policy: SandboxPolicy,
+        workspace: Path,
+        shared: object = None,
+    ) -> None:
         self.provider = provider
         self.policy = policy
         self.workspace = workspace
         self.stack = AsyncExitStack()
         self.sandbox: Sandbox | None = None
         self.home = ""
+        self.shared = (
+            shared
+            if isinstance(shared, TrialSandbox) and shared.provider_object is provider
+            else None
+        )
+        """The trial's sandbox of the runner, when it is this agent's: used, never closed
+        (around the trial's workspace, or the folder the runner made when it has none)."""
 
     async def open(self, endpoints: Sequence[str]) -> Sandbox:
         """The trial's sandbox, started at the first call."""
+        if self.shared is not None:
+            await self.shared.open(endpoints)
+            if self.sandbox is None:
+                self.sandbox = self.shared
+                self.home = await _home(self.shared)
+            return self.shared
         if self.sandbox is None:
             self.sandbox = await self.stack.enter_async_context(
                 self.provider.sandbox(self.workspace, self.policy, list(endpoints))
             )
-            found = await self.sandbox.exec(["sh", "-c", 'printf %s "$HOME"'], timeout=30)
-            self.home = found.stdout_text if found.returncode == 0 else ""
+            self.home = await _home(self.sandbox)
         return self.sandbox
 
     async def close(self) -> None:
@@ -99,6 +121,8 @@ class SandboxedTurns:
                 await process.aclose()
         if scope.cancelled_caught:
             if wall is not None and limit == wall:
+                if self.shared is not None:
+                    self.shared.hits.append(("agent", "wall_clock"))
                 raise LimitExceeded("wall_clock", _hit("wall_clock", self.policy))
             raise TimeoutError(
                 f"the agent {argv[0]!r} did not finish the turn within {limit:g} s; it was stopped"
@@ -111,5 +135,10 @@ class SandboxedTurns:
         return Finished(returncode, out.kept.decode("utf-8", "replace"), stderr, out.dropped)
 
 
-def _hit(limit: str, policy: SandboxPolicy) -> str:
-    return f"the agent hit the {policy.provider} sandbox's {limit} limit; it was stopped"
+async def _home(sandbox: Sandbox) -> str:
+    found = await sandbox.exec(["sh", "-c", 'printf %s "$HOME"'], timeout=30)
+    return found.stdout_text if found.returncode == 0 else ""
+
+
+def _hit(limit: LimitName, policy: SandboxPolicy) -> str:
+    return limit_message(limit, policy.provider, "agent")

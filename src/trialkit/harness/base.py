@@ -17,6 +17,7 @@ from trialkit.transcript import Message, ToolCall, Usage
 
 if TYPE_CHECKING:
     from trialkit.models.base import GenerationConfig, Model
+    from trialkit.sandbox.base import Sandbox
     from trialkit.task import Task
 
 
@@ -76,6 +77,10 @@ class TrialContext:
     """The suite's system prompt, if any."""
     config: GenerationConfig | None = None
     """The suite's generation parameters (temperature, max_tokens, ...), if any."""
+    sandbox: Sandbox | None = None
+    """The trial's sandbox (`exec`, `read_file`, `write_file`, ...), shared with the graders:
+    the one the run names, else the `local` provider's over the workspace (no isolation);
+    `None` when the run names none and the trial has no workspace folder."""
 
 
 class Session:

@@ -258,7 +258,9 @@ class _CommandSession(Session):
             raise AgentStartError(f"the agent's working folder {str(self.cwd)!r} is not a folder")
         self.box: SandboxedTurns | None = None
         if agent.sandbox_provider is not None and agent.sandbox_policy is not None:
-            self.box = SandboxedTurns(agent.sandbox_provider, agent.sandbox_policy, self.cwd)
+            self.box = SandboxedTurns(
+                agent.sandbox_provider, agent.sandbox_policy, self.cwd, ctx.sandbox
+            )
         self.mcp_config: Path | None = None
         if agent.tools and self.box is None:
             private = Path(tempfile.mkdtemp(prefix="trialkit-mcp-"))  # mode 0700

@@ -224,10 +224,10 @@ def _header(trial: Trial, run_name: str | None) -> list[RenderableType]:
     duration = f"duration {f.seconds(trial.duration_s)}" + (f" ({phases})" if phases else "")
     tokens = f"tokens {f.tokens(trial.usage, trial.grader_usage)}"
     cost = f"cost {f.total_cost(trial.cost_usd, trial.grader_cost_usd, trial.grader_usage)}"
-    return [
-        title,
-        *(indented(plain(line), 2) for line in (" · ".join(facts), duration, tokens, cost)),
-    ]
+    lines = [" · ".join(facts), duration, tokens, cost]
+    if trial.sandbox is not None:
+        lines.append(f"sandbox {trial.sandbox.summary()}")
+    return [title, *(indented(plain(line), 2) for line in lines)]
 
 
 def _turn(view: TurnView, full: bool) -> list[RenderableType]:

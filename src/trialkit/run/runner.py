@@ -393,6 +393,7 @@ class Runner(Planner):
             if self.progress is not None:
                 self.progress.stop()
             with anyio.CancelScope(shield=True):
+                await trial_runner.aclose()
                 await harness.aclose()
             if (cassette := self.settings.cassette) is not None:
                 whole = run.status == "completed" and create is not None and not self._selects()

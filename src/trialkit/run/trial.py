@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,6 +33,9 @@ from trialkit.models.cassette import CassetteMiss
 from trialkit.models.context import calls_as
 from trialkit.models.pricing import add_costs
 from trialkit.outcome import Outcome
+from trialkit.run.sandboxes import RunSandbox
+from trialkit.sandbox.base import Phase, SandboxError
+from trialkit.sandbox.trial import TrialSandbox
 from trialkit.score import Score, Verdict
 from trialkit.task import Suite, Task
 from trialkit.transcript import (
@@ -43,7 +47,7 @@ from trialkit.transcript import (
     activate,
     deactivate,
 )
-from trialkit.trial import Trial, TrialStatus
+from trialkit.trial import SandboxRecord, Trial, TrialStatus
 
 
 @dataclass
@@ -70,6 +74,11 @@ class TrialRunner:
         self.harness = harness
         self.env = env
         self.model_for = model_for
+        self.sandboxes = RunSandbox(harness, suite)
+
+    async def aclose(self) -> None:
+        """Undo what the run's sandbox provider set up once (after the last trial)."""
+        await self.sandboxes.aclose()
 
     async def run(self, item: PlannedTask, index: int) -> Trial:
         task = item.task
@@ -93,6 +102,7 @@ class TrialRunner:
             flush_held(recorder)
             trial_ended(recorder)
             recorder.closed = True
+            await self._close_sandbox(state)
             if state.world_ready:
                 self.env.keep_for(state.world, self._verdict(state), run_id=self.run_id)
                 await self._teardown(state)
@@ -115,6 +125,7 @@ class TrialRunner:
             grader_usage=transcript.grader_usage,
             cost_usd=_cost(transcript),
             grader_cost_usd=_grader_cost(transcript.model_calls),
+            sandbox=state.sandbox_record,
             model=model_name(self.model_for(task))
             if isinstance(self.harness, ChatHarness)
             else None,
@@ -138,6 +149,12 @@ class TrialRunner:
         timing.setup_s = time.perf_counter() - mark
         recorder.substitutions = per_trial_values(state.world)
 
+        try:
+            state.sandbox, state.sandbox_folder = await self.sandboxes.for_trial(state.world)
+        except Exception as exc:  # the provider's setup (an image build) failed
+            state.fail_with(exc, "setup")
+            return
+
         mark = time.perf_counter()
         state.phase = "agent"
         ctx = TrialContext(
@@ -148,6 +165,7 @@ class TrialRunner:
             model=self.model_for(task),
             config=self.suite.config,
             system=self.suite.system,
+            sandbox=state.sandbox,
         )
         agent_error = await self._converse(ctx, recorder, state.outcome)
         timing.agent_s = time.perf_counter() - mark
@@ -158,6 +176,9 @@ class TrialRunner:
             return
         if recorder.faults and task.model_faults != "allow":  # a call got no usable answer
             state.fail_with(recorder.faults[0], "agent")
+            return
+        if (hit := _limit_hit(state.sandbox, "agent")) is not None:  # even when swallowed
+            state.fail_with(hit, "agent")
             return
         if agent_error is not None:
             if task.expect == "failure" and not_the_agents(agent_error) is None:
@@ -185,11 +206,17 @@ class TrialRunner:
             transcript=recorder.transcript,
             outcome=state.outcome,
             world=state.world,
+            sandbox=state.sandbox,
         )
+        if state.sandbox is not None:
+            await state.sandbox.set_phase("grader")
         with calls_as("grader"):
             state.scores = await _grade(item.graders, grade_ctx, expect=task.expect)
         timing.grading_s = time.perf_counter() - mark
         collect_children()
+        if (hit := _limit_hit(state.sandbox, "grader")) is not None:
+            state.fail_with(hit, "grading")
+            return
         if recorder.fatal is not None:  # a grader's own SDK call could not be answered
             state.fail_with(recorder.fatal, "grading")
             return
@@ -236,6 +263,32 @@ class TrialRunner:
                         )
         return None
 
+    async def _close_sandbox(self, state: _TrialState) -> None:
+        """Stop the trial's sandbox and keep what the trial records of it: a sandbox the run
+        named always; the `local` default only when something ran in it."""
+        sandbox = state.sandbox
+        if sandbox is None:
+            return
+        info = sandbox.info
+        try:
+            await self.sandboxes.close_trial(sandbox, state.sandbox_folder)
+        except Exception as exc:
+            if state.error is None:
+                state.fail_with(exc, "teardown")
+        if self.sandboxes.named is None and not sandbox.used:
+            return  # the `local` default, which nothing ran in
+        hits = [limit for _, limit in sandbox.hits]
+        state.sandbox_record = SandboxRecord(
+            provider=info.provider,
+            isolated=info.isolated,
+            network=info.network,
+            grader_network=info.grader_network,
+            limits=dict(info.limits),
+            image=info.image,
+            details=dict(info.details),
+            limit_hit=hits[0] if hits else None,
+        )
+
     async def _teardown(self, state: _TrialState) -> None:
         if type(self.env).teardown is Environment.teardown:
             return  # the base's does nothing: not worth a shielded scope on every trial
@@ -253,7 +306,18 @@ class TrialRunner:
 
 
 class _TrialState:
-    __slots__ = ("error", "outcome", "phase", "scores", "status", "world", "world_ready")
+    __slots__ = (
+        "error",
+        "outcome",
+        "phase",
+        "sandbox",
+        "sandbox_folder",
+        "sandbox_record",
+        "scores",
+        "status",
+        "world",
+        "world_ready",
+    )
 
     def __init__(self) -> None:
         self.status = TrialStatus.COMPLETED
@@ -263,6 +327,9 @@ class _TrialState:
         self.world: Any = None
         self.world_ready = False
         self.phase = "setup"
+        self.sandbox: TrialSandbox | None = None
+        self.sandbox_folder: Path | None = None
+        self.sandbox_record: SandboxRecord | None = None
 
     def fail_with(self, exc: BaseException, phase: str) -> None:
         self.status = TrialStatus.ERROR
@@ -329,10 +396,16 @@ _NOT_THE_AGENTS = (
     ModelError,
     OfflineRefused,
     ModelFault,
+    SandboxError,
 )
 """Errors that are never an agent's expected failure: time ran out, the harness broke, a
 replay found no recording, or a model could not be called or gave no usable answer (a
-provider's outage, a bad key or model id: no answer came, so nothing was refused)."""
+provider's outage, a bad key or model id: no answer came, so nothing was refused), or the
+sandbox failed or a limit of it was hit (`LimitExceeded`)."""
+
+
+def _limit_hit(sandbox: TrialSandbox | None, phase: Phase) -> SandboxError | None:
+    return sandbox.hit(phase) if sandbox is not None else None
 
 
 def not_the_agents(exc: BaseException) -> BaseException | None:

@@ -76,6 +76,7 @@ def _result_columns() -> Select[Any]:
         trials.c.cost_usd,
         trials.c.grader_usage,
         trials.c.grader_cost_usd,
+        trials.c.sandbox,
     )
 
 

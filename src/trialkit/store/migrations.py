@@ -442,6 +442,13 @@ def m015_trial_attempts(conn: Connection) -> None:
     conn.exec_driver_sql(add_column_sql(conn.dialect, trials.c.attempt))
 
 
+def m016_trial_sandbox(conn: Connection) -> None:
+    """Which sandbox ran a stored trial, and its policy: `trials.sandbox`, the JSON of its
+    `SandboxRecord`. NULL when nothing of the trial ran in a sandbox, and in rows before."""
+    trials = Table("trials", MetaData(), Column("sandbox", Text))
+    conn.exec_driver_sql(add_column_sql(conn.dialect, trials.c.sandbox))
+
+
 def trial_end(started_at: str, duration_s: float) -> str | None:
     """The stored end of a trial that started at `started_at` (stored text) and took
     `duration_s`; `None` when the two cannot be added (a duration out of range)."""
@@ -479,6 +486,7 @@ MIGRATIONS: Sequence[Migration] = (
     m013_search_batch_index,
     m014_task_trials,
     m015_trial_attempts,
+    m016_trial_sandbox,
 )
 """Every migration, in the order they apply. Append only."""
 

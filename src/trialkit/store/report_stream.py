@@ -189,9 +189,18 @@ def _fast_result(row: StoredRow) -> dict[str, Any] | None:
             "grader_usage": _dumped(_USAGE_JSON, row.grader_usage or _NO_USAGE),
             "cost_usd": None if row.cost_usd is None else _float(row.cost_usd),
             "grader_cost_usd": None if row.grader_cost_usd is None else _float(row.grader_cost_usd),
+            "sandbox": _sandbox_json(row),
         }
     except _NOT_FAST:
         return None
+
+
+def _sandbox_json(row: StoredRow) -> Any:
+    value = row._mapping.get("sandbox")
+    if value is None:
+        return None
+    record = rows.load_sandbox(value)
+    return None if record is None else record.model_dump(mode="json")
 
 
 class _NotAsStored(Exception):

@@ -26,7 +26,7 @@ from trialkit.store.encoding import pack_json, unpack_json
 from trialkit.store.errors import StoreError
 from trialkit.store.schema import TOKEN_COLUMNS
 from trialkit.transcript import Transcript, Usage
-from trialkit.trial import TRIAL_SCHEMA_VERSION, Trial, TrialStatus
+from trialkit.trial import TRIAL_SCHEMA_VERSION, SandboxRecord, Trial, TrialStatus
 
 RUN_SCHEMA_VERSION = TRIAL_SCHEMA_VERSION
 """Recorded on each run: the version of the trial records written under it."""
@@ -246,6 +246,7 @@ def trial_row(trial: Trial) -> dict[str, Any]:
         "transcript_packed": transcript_packed,
         "outcome_packed": outcome_packed,
         "attempt": trial.attempt if trial.attempt > 1 else None,
+        "sandbox": None if trial.sandbox is None else trial.sandbox.model_dump_json(),
     }
 
 
@@ -331,6 +332,7 @@ def trial(row: StoredRow) -> Trial:
         "usage": decode_column(what, row, "usage", Usage.model_validate_json),
         "grader_usage": decode_column(what, row, "grader_usage", load_grader_usage),
         "started_at": decode_column(what, row, "started_at", load_datetime),
+        "sandbox": decode_column(what, row, "sandbox", load_sandbox),
     }
     with decoding(what):
         return Trial(
@@ -378,6 +380,7 @@ _COLUMN_READERS: dict[str, Callable[[Any], Any]] = {
     "duration_s": lambda value: as_number(value),
     "cost_usd": lambda value: None if value is None else as_number(value),
     "grader_cost_usd": lambda value: None if value is None else as_number(value),
+    "sandbox": lambda value: load_sandbox(value),
 }
 """How each column a report reads is decoded on its own, for a row that cannot be read whole
 (SQLite keeps a value of any type in any column)."""
@@ -453,6 +456,8 @@ def _fields(row: StoredRow) -> dict[str, Any]:
     }
     if "started_at" in row._mapping:
         fields["started_at"] = load_datetime(row.started_at)
+    if "sandbox" in row._mapping:
+        fields["sandbox"] = load_sandbox(row.sandbox)
     return fields
 
 
@@ -469,6 +474,11 @@ def _trial_result(row: StoredRow, fields: dict[str, Any]) -> TrialResult:
         grader_cost_usd=row.grader_cost_usd,
         **fields,
     )
+
+
+def load_sandbox(value: str | None) -> SandboxRecord | None:
+    """A `trials.sandbox` value (NULL without a sandbox, and in rows before m016)."""
+    return None if value is None else SandboxRecord.model_validate_json(value)
 
 
 def _error(value: str | None) -> ErrorInfo | None:

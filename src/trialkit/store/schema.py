@@ -144,6 +144,8 @@ trials = Table(
     Index("ix_trials_run_ended", "run_id", "ended_at", "task_id", "idx"),
     # m015_trial_attempts: 2 or more for a trial run again after an error; NULL for a first.
     Column("attempt", Integer),
+    # m016_trial_sandbox: the JSON of the trial's SandboxRecord; NULL without one.
+    Column("sandbox", Text),
 )
 
 scores = Table(

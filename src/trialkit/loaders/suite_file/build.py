@@ -59,7 +59,7 @@ def build_into(
     not a problem of its own; `taken` maps the ids of those tasks to where they are.
     """
     harness = _harness(ctx, model, base_dir)
-    put_in_sandbox(ctx, model.sandbox, base_dir, harness)
+    sandbox = put_in_sandbox(ctx, model.sandbox, base_dir, harness)
     environment = _environment(ctx, model, base_dir)
     suite_graders = build_graders(ctx, ("graders",), model.graders)
     _check_model(ctx, ("model",), model.model)
@@ -87,6 +87,7 @@ def build_into(
             timeout=model.timeout,
             description=model.description,
             metadata=dict(model.metadata),
+            sandbox=sandbox,
         )
     except SuiteError as exc:
         ctx.problem((), str(exc))

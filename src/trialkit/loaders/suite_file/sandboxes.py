@@ -1,5 +1,6 @@
 """The suite file's `sandbox:` key: the policy it asks for, checked against its provider
-before any trial, and given to the command-line agent that runs in it."""
+before any trial, and given to the command-line agent that runs in it, or else to the suite
+(`Suite.sandbox`: a Python agent's and the graders' `ctx.sandbox`)."""
 
 from __future__ import annotations
 
@@ -18,22 +19,16 @@ WHERE = ("sandbox",)
 
 def put_in_sandbox(
     ctx: BuildContext, spec: str | SandboxSpec | None, base_dir: Path, harness: Any
-) -> None:
-    """Run `harness` (a `SubprocessAgent`) in the sandbox `spec` asks for; a problem of the
-    suite (one line, exit 2 before any trial) when it is not a command-line agent, the
-    provider is unknown or missing, or it cannot enforce the policy."""
-    if spec is None or harness is None:
-        return
+) -> SandboxPolicy | None:
+    """Run `harness` in the sandbox `spec` asks for: a `SubprocessAgent`'s turns run in it;
+    for any other harness, the policy returned is the suite's (`Suite.sandbox`). A problem
+    of the suite (one line, exit 2 before any trial) when the provider is unknown or
+    missing, or it cannot enforce the policy."""
+    if spec is None:
+        return None
     from trialkit.harness.subprocess import SubprocessAgent
     from trialkit.sandbox.registry import load_provider
 
-    if not isinstance(harness, SubprocessAgent):
-        ctx.problem(
-            WHERE,
-            "only command-line agents run in a sandbox so far: give `harness: {command: ...}` "
-            "or `harness: {agent: ...}`",
-        )
-        return
     name = spec if isinstance(spec, str) else spec.provider
     options = {} if isinstance(spec, str) else dict(spec.options)
     try:
@@ -41,9 +36,14 @@ def put_in_sandbox(
         policy = provider.default_policy()
         if isinstance(spec, SandboxSpec):
             policy = _asked(spec, policy, base_dir)
-        harness.in_sandbox(policy, **options)
+        if isinstance(harness, SubprocessAgent):
+            harness.in_sandbox(policy, **options)
+            return None
+        provider.check(policy)
+        return replace(policy, options=options)
     except (SandboxError, ValueError, TypeError) as exc:
         ctx.problem(WHERE, str(exc))
+    return None
 
 
 def _asked(spec: SandboxSpec, default: SandboxPolicy, base_dir: Path) -> SandboxPolicy:
