@@ -335,8 +335,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "sandbox",
-        "Run the suite's command-line agent in this sandbox provider (bwrap, docker, podman, "
-        "local), with its default policy, whatever the suite file's `sandbox` says; refused "
+        "Run each trial in this sandbox provider (bwrap, docker, podman, local): the suite's "
+        "command-line agent, and ctx.sandbox of a Python agent and of the graders; with its "
+        "default policy, whatever the suite file's `sandbox` says; refused "
         "before any trial when the provider is missing or cannot enforce it "
         "(docs/sandbox.md).",
         Text("a sandbox provider's name"),

@@ -370,7 +370,8 @@ class SuiteFile(FileModel):
     environment: EnvironmentSpec | None = None
     """Prepares the world of each trial: `{workspace: fixtures/x}` or `{python: module:name}`."""
     sandbox: Annotated[SandboxSpec, BeforeValidator(_provider_named), _NameOrSpec()] | None = None
-    """Where a command-line agent's processes run: a provider's name (`bwrap`), or
+    """Where each trial's processes run (a command-line agent's turns; `ctx.sandbox` of a
+    Python agent and of the graders): a provider's name (`bwrap`), or
     `{provider: ..., network: ..., limits: {...}}`; refused before any trial when the provider
     is not installed or cannot enforce it."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
