@@ -8,9 +8,12 @@ workspace."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import anyio
 import pytest
 from click.testing import CliRunner
 
@@ -22,7 +25,8 @@ from trialkit.environments.workspace import Workspace
 from trialkit.graders.base import GradeContext
 from trialkit.harness.base import TrialContext
 from trialkit.harness.subprocess import SubprocessAgent
-from trialkit.sandbox.base import Limits, NetworkPolicy, SandboxPolicy
+from trialkit.sandbox.base import Limits, NetworkPolicy, Sandbox, SandboxPolicy
+from trialkit.sandbox.local import LocalProvider
 from trialkit.score import Verdict
 from trialkit.store.store import Store
 from trialkit.trial import TrialStatus
@@ -271,3 +275,79 @@ def test_the_sandbox_is_stored_and_in_the_json_report(tmp_path: Path) -> None:
     shown = CliRunner().invoke(cli, ["transcripts", "show", f"{run.id}/t#0", "--store", store_url])
     assert shown.exit_code == 0, shown.output
     assert "sandbox bwrap (isolated), network none / graders none" in shown.output
+
+
+def test_a_python_agent_and_a_grader_share_a_docker_container(tmp_path: Path) -> None:
+    from tests.sandbox._docker import container_provider
+
+    image = container_provider().options["image"]
+    seen: list[str] = []
+
+    async def agent(prompt: str, ctx: TrialContext) -> str:
+        assert ctx.sandbox is not None
+        await ctx.sandbox.exec(["python3", "-c", FIX])
+        return (await ctx.sandbox.exec(["sh", "-c", "id -u; hostname"])).stdout_text
+
+    async def grader(ctx: GradeContext) -> bool:
+        assert ctx.sandbox is not None
+        seen.append((await ctx.sandbox.exec(["hostname"])).stdout_text)
+        result = await ctx.sandbox.exec(["python3", "check_calc.py"], timeout=60)
+        return result.returncode == 0
+
+    policy = SandboxPolicy("docker", NONE, NONE, image=image)
+    suite = Suite(
+        id="docker",
+        harness=agent,
+        tasks=[Task(id="fix", input="-", graders=[grader])],
+        environment=Workspace(project(tmp_path)),
+        sandbox=policy,
+    )
+    _, trials, _ = run_trials(suite)
+    (trial,) = trials
+    assert errors(trials) == [] and trial.verdict == Verdict.PASS
+    uid, hostname = (trial.outcome.output or "").split()
+    assert uid != "0" and seen == [hostname + "\n"]  # the same container, agent and grader
+    assert trial.sandbox is not None and trial.sandbox.provider == "docker"
+    assert trial.sandbox.image == image and trial.sandbox.details["user"]
+    assert [change.path for change in trial.outcome.diff.files] == ["calc.py"]
+
+
+class CountingProvider(LocalProvider):
+    """The local provider, counting its setups, teardowns and trial sandboxes."""
+
+    counts: ClassVar[dict[str, int]] = {}
+
+    async def setup(self, policy: SandboxPolicy) -> None:
+        await anyio.sleep(0.05)  # trials that start meanwhile wait for it
+        self.counts["setup"] = self.counts.get("setup", 0) + 1
+
+    async def teardown(self) -> None:
+        self.counts["teardown"] = self.counts.get("teardown", 0) + 1
+
+    def sandbox(
+        self, workspace: Path, policy: SandboxPolicy, endpoints: Sequence[str] = ()
+    ) -> AbstractAsyncContextManager[Sandbox]:
+        self.counts["opened"] = self.counts.get("opened", 0) + 1
+        return super().sandbox(workspace, policy, endpoints)
+
+
+def test_the_provider_is_set_up_once_per_run_and_each_trial_opens_one_sandbox() -> None:
+    CountingProvider.counts.clear()
+
+    async def agent(prompt: str, ctx: TrialContext) -> str:
+        assert ctx.sandbox is not None
+        await ctx.sandbox.write_file("note.txt", prompt)
+        return (await ctx.sandbox.read_file("note.txt")).decode()
+
+    async def grader(ctx: GradeContext) -> bool:
+        assert ctx.sandbox is not None
+        return (await ctx.sandbox.exec(["cat", "note.txt"])).stdout_text == ctx.input
+
+    tasks = [Task(id=f"t{i}", input=f"hello {i}", graders=[grader], trials=2) for i in range(3)]
+    suite = Suite(id="count", harness=agent, tasks=tasks, sandbox="local")
+    provider = CountingProvider()
+    suite.chosen_sandbox = (provider, provider.default_policy())
+    _, trials, _ = run_trials(suite, concurrency=4)
+    assert errors(trials) == [] and {t.verdict for t in trials} == {Verdict.PASS}
+    assert CountingProvider.counts == {"setup": 1, "teardown": 1, "opened": 6}
+    assert {t.sandbox.provider for t in trials if t.sandbox is not None} == {"local"}
