@@ -351,3 +351,34 @@ def test_the_provider_is_set_up_once_per_run_and_each_trial_opens_one_sandbox() 
     assert errors(trials) == [] and {t.verdict for t in trials} == {Verdict.PASS}
     assert CountingProvider.counts == {"setup": 1, "teardown": 1, "opened": 6}
     assert {t.sandbox.provider for t in trials if t.sandbox is not None} == {"local"}
+
+
+@pytest.mark.parametrize(
+    "harness",
+    [
+        "{python: agent:run}",
+        "{command: [/usr/bin/python3, -c, 'import socket; print(socket.gethostname())']}",
+    ],
+    ids=["python", "command"],
+)
+def test_the_sandbox_flag_holds_in_worker_processes(tmp_path: Path, harness: str) -> None:
+    bwrap_provider()
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "agent.py").write_text(
+        "async def run(prompt, ctx):\n"
+        "    done = await ctx.sandbox.exec(['hostname'])\n"
+        "    return done.stdout_text.strip()\n"
+    )
+    (folder / "suite.yaml").write_text(
+        f"id: workers\nharness: {harness}\n"
+        "tasks:\n  - {id: t, input: go, trials: 4, graders: [{equals: sandbox}]}\n"
+    )
+    report = tmp_path / "report.json"
+    store = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    args = ["run", str(folder), "--no-progress", "--store", store, "--json", str(report)]
+    result = CliRunner().invoke(cli, [*args, "--sandbox", "bwrap", "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    results = json.loads(report.read_text())["tasks"][0]["results"]
+    assert [r["output"] for r in results] == ["sandbox"] * 4
+    assert {r["sandbox"]["provider"] for r in results} == {"bwrap"}

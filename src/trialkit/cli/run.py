@@ -107,16 +107,11 @@ def run_command(target: str, **params: Any) -> None:
 def in_sandbox(suite: Any, provider: str) -> None:
     """`--sandbox PROVIDER`: the suite's command-line agent runs in it, or else the suite's
     trials do (`ctx.sandbox` of a Python agent and the graders); exit 2 when it cannot."""
-    from trialkit.harness.subprocess import SubprocessAgent
+    from trialkit.run.sandboxes import sandbox_named
     from trialkit.sandbox.base import SandboxError
-    from trialkit.sandbox.trial import choose_sandbox
 
     try:
-        if isinstance(suite.harness, SubprocessAgent):
-            suite.harness.in_sandbox(provider)
-        else:
-            suite.chosen_sandbox = choose_sandbox(provider)
-            suite.sandbox = provider
+        sandbox_named(suite, provider)
     except (SandboxError, ValueError) as exc:
         fail(f"--sandbox: {exc}")
 

@@ -78,6 +78,7 @@ def worker_setup(suite: Suite, runner: Planner, run_id: str, concurrency: int) -
         "sys_path": [str(entry) for entry in sys.path],
         "run_id": run_id,
         "suite_model": suite.model if isinstance(suite.model, str) else None,
+        "sandbox": suite.sandbox if isinstance(suite.sandbox, str) else None,
         "model": runner.model,
         "judge_model": runner.settings.judge_model,
         "cassette": None

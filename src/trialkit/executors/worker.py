@@ -89,6 +89,7 @@ class _Worker:
         from trialkit.models.cassette import Cassette
         from trialkit.models.retry import RetryPolicy
         from trialkit.run.planner import Planner
+        from trialkit.run.sandboxes import sandbox_named
 
         sys.path[:] = [*setup["sys_path"], *(p for p in sys.path if p not in setup["sys_path"])]
         source = setup["source"]
@@ -100,6 +101,8 @@ class _Worker:
             os.chdir(here)
         if setup["suite_model"] is not None and suite.model != setup["suite_model"]:
             suite = dataclasses.replace(suite, model=setup["suite_model"])  # `--models` runs
+        if setup.get("sandbox") is not None:  # `--sandbox`, or `Suite(sandbox="bwrap")`
+            sandbox_named(suite, setup["sandbox"])
         if cassette is None and setup["cassette"] is not None:
             cassette = Cassette(setup["cassette"]["root"], setup["cassette"]["mode"])
         self.planner = Planner(

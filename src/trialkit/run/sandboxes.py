@@ -21,7 +21,22 @@ import anyio
 from trialkit.sandbox.base import SandboxPolicy, SandboxProvider
 from trialkit.sandbox.trial import TrialSandbox
 
-__all__ = ["RunSandbox"]
+__all__ = ["RunSandbox", "sandbox_named"]
+
+
+def sandbox_named(suite: Any, provider: str) -> None:
+    """Run `suite`'s trials in `provider`'s sandbox with its default policy (`--sandbox`):
+    its command-line agent's turns (`in_sandbox`), else the suite's own (`ctx.sandbox`).
+    `suite.sandbox` then holds the name, so worker processes that load the suite again do
+    the same. `SandboxError` or `ValueError`, one line, when it cannot be had."""
+    from trialkit.harness.subprocess import SubprocessAgent
+    from trialkit.sandbox.trial import choose_sandbox
+
+    if isinstance(suite.harness, SubprocessAgent):
+        suite.harness.in_sandbox(provider)
+    else:
+        suite.chosen_sandbox = choose_sandbox(provider)
+    suite.sandbox = provider
 
 
 class RunSandbox:
