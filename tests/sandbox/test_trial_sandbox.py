@@ -382,3 +382,28 @@ def test_the_sandbox_flag_holds_in_worker_processes(tmp_path: Path, harness: str
     results = json.loads(report.read_text())["tasks"][0]["results"]
     assert [r["output"] for r in results] == ["sandbox"] * 4
     assert {r["sandbox"]["provider"] for r in results} == {"bwrap"}
+
+
+def test_a_grader_that_raises_a_limit_makes_the_trial_an_error(tmp_path: Path) -> None:
+    async def agent(prompt: str, ctx: TrialContext) -> str:
+        return "done"
+
+    async def slow_tests(ctx: GradeContext) -> bool:
+        assert ctx.sandbox is not None
+        result = await ctx.sandbox.exec(["sleep", "30"], timeout=0.5)  # its own bound
+        result.raise_for_limit()
+        return True
+
+    async def failing(ctx: GradeContext) -> bool:
+        return False
+
+    task = Task(id="slow", input="-", graders=[failing, slow_tests])
+    suite = Suite(id="slow", harness=agent, tasks=[task], sandbox=bwrap_policy())
+    _, trials, _ = run_trials(suite)
+    (trial,) = trials
+    assert trial.verdict == Verdict.ERROR and trial.status is TrialStatus.ERROR
+    assert trial.error is not None and trial.error.type == "LimitExceeded"
+    assert trial.error.message == "grader 'slow_tests': sandbox limit hit: wall_clock"
+    assert trial.error.phase == "grading"
+    assert [s.verdict for s in trial.scores] == [Verdict.FAIL, Verdict.ERROR]
+    assert trial.sandbox is not None and trial.sandbox.limit_hit is None  # the grader's bound

@@ -34,7 +34,7 @@ from trialkit.models.context import calls_as
 from trialkit.models.pricing import add_costs
 from trialkit.outcome import Outcome
 from trialkit.run.sandboxes import RunSandbox
-from trialkit.sandbox.base import Phase, SandboxError
+from trialkit.sandbox.base import LimitExceeded, Phase, SandboxError
 from trialkit.sandbox.trial import TrialSandbox
 from trialkit.score import Score, Verdict
 from trialkit.task import Suite, Task
@@ -217,6 +217,12 @@ class TrialRunner:
         if (hit := _limit_hit(state.sandbox, "grader")) is not None:
             state.fail_with(hit, "grading")
             return
+        for score in state.scores:  # a grader that raised a limit, of whichever sandbox
+            if score.error is not None and score.error.type == LimitExceeded.__name__:
+                state.status = TrialStatus.ERROR
+                message = f"grader {score.name!r}: {score.error.message}"
+                state.error = score.error.model_copy(update={"message": message})
+                return
         if recorder.fatal is not None:  # a grader's own SDK call could not be answered
             state.fail_with(recorder.fatal, "grading")
             return
