@@ -1,7 +1,10 @@
 """One command-line agent, recorded and replayed through trialkit's CLI, with a fake provider:
 what `test_cli_agents.py` runs inside a network namespace that has only a loopback interface.
 
-    python -m tests.cli_agents.scenario claude|codex PROGRAM OUT_FOLDER
+    python -m tests.cli_agents.scenario claude|codex PROGRAM OUT_FOLDER [SANDBOX]
+
+With SANDBOX (bwrap, docker), every phase runs `trialkit run --sandbox SANDBOX`: the agent's
+turns run in that provider's sandbox (docker's image from `TRIALKIT_SANDBOX_IMAGE`).
 
 1. record: `trialkit run` against the fake provider (`WritesFile`: a file written by absolute
    path, as models do), 3 trials, with distinctive fake API keys in the environment and the
@@ -32,6 +35,10 @@ KEYS = {
 RECORD_TZ, REPLAY_TZ = "Etc/GMT+12", "Etc/GMT-14"  # 26 hours apart: never the same date
 
 
+SANDBOX: list[str] = []
+"""`--sandbox SANDBOX` for every phase, when the scenario was given one."""
+
+
 def trialkit(out: Path, phase: str, suite: str, env: dict[str, str], *extra: str) -> dict:
     reports = out / phase
     reports.mkdir(parents=True, exist_ok=True)
@@ -40,7 +47,7 @@ def trialkit(out: Path, phase: str, suite: str, env: dict[str, str], *extra: str
     command += ["--json", str(reports / "report.json"), "--junit", str(reports / "report.xml")]
     command += ["--html", str(reports / "report.html"), "--markdown", str(reports / "report.md")]
     command += ["--trace-jsonl", str(reports / "trace.jsonl"), "--include-content"]
-    command += ["--no-progress", "--concurrency", "2", *extra]
+    command += ["--no-progress", "--concurrency", "2", *SANDBOX, *extra]
     done = subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=600, check=False
     )
@@ -65,11 +72,13 @@ def trialkit(out: Path, phase: str, suite: str, env: dict[str, str], *extra: str
 
 def main() -> None:
     agent, program, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    if len(sys.argv) > 4:
+        SANDBOX[:] = ["--sandbox", sys.argv[4]]
     out.mkdir(parents=True, exist_ok=True)
     suite = f"{Path(__file__).with_name('suites.py')}:{agent}"
     base = {k: v for k, v in os.environ.items() if k not in KEYS and not k.endswith("_BASE_URL")}
     base.update(CLI_AGENT=program, TRIALKIT_CACHE_MODE="", PYTHONUNBUFFERED="1")
-    summary: dict = {"agent": agent}
+    summary: dict = {"agent": agent, "sandbox": sys.argv[4] if len(sys.argv) > 4 else None}
     with ProviderServer(default=WritesFile()) as provider:
         env = {**base, **KEYS, "CLI_UPSTREAM": provider.url, "CLI_TZ": RECORD_TZ}
         summary["record"] = trialkit(out, "record", suite, env, "--cache-mode", "record")

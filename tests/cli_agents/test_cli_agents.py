@@ -5,11 +5,20 @@ task in a `Workspace`, 3 trials, recorded against a fake provider that writes th
 absolute path; the provider stops; the run replays `--offline` in fresh workspaces with the
 agent's date a day away, against a provider that listens and must hear nothing; a changed
 prompt is a strict miss. Then everything the runs left is searched for the API keys.
+
+Each agent runs so three times: on the host (`none`), and with `trialkit run --sandbox bwrap`
+and `--sandbox docker` (the preset's installation, npm's `node_modules` and Codex's `node`,
+bound in read-only; docker's image from `TRIALKIT_TEST_DOCKER_IMAGE`); in a sandbox the
+verdicts and diffs must be those of the run on the host. A missing `bwrap` or Docker daemon
+skips its runs, unless `TRIALKIT_REQUIRE_BWRAP=1` or `TRIALKIT_REQUIRE_DOCKER=1` (`.ci/run`
+sets both), which fails them instead.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,16 +30,20 @@ import pytest
 
 from tests.cli_agents.conftest import find_cli, loopback_namespace
 from tests.cli_agents.scenario import KEYS
+from tests.sandbox._bwrap import bwrap_provider
+from tests.sandbox._docker import container_provider
 from trialkit.store.store import Store
 from trialkit.trial import Trial
 
 AGENTS = {"claude": ("Write", "claude-code"), "codex": ("apply_patch", "codex")}
+SANDBOXES = ("none", "bwrap", "docker")
 WORKSPACE = re.compile(re.escape(tempfile.gettempdir()) + r"/trialkit-[A-Za-z0-9_]+")
 
 
 class Scenario:
-    def __init__(self, agent: str, out: Path) -> None:
+    def __init__(self, agent: str, sandbox: str, out: Path) -> None:
         self.agent = agent
+        self.sandbox = sandbox
         self.out = out
         self.summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
         store = Store.open(str(out / "store.db"))
@@ -43,18 +56,29 @@ class Scenario:
             store.close()
 
 
-@pytest.fixture(scope="module", params=sorted(AGENTS))
-def scenario(
-    request: pytest.FixtureRequest, repo_root: Path, tmp_path_factory: pytest.TempPathFactory
+_RAN: dict[tuple[str, str], Scenario] = {}
+
+
+def run_scenario(
+    agent: str, sandbox: str, repo_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Scenario:
-    agent = request.param
+    """The scenario of `agent` in `sandbox`, run once per session."""
+    if (agent, sandbox) in _RAN:
+        return _RAN[agent, sandbox]
+    env = dict(os.environ)
+    if sandbox == "bwrap":
+        bwrap_provider()  # a skip, or a failure under TRIALKIT_REQUIRE_BWRAP=1
+    elif sandbox == "docker":
+        env["TRIALKIT_SANDBOX_IMAGE"] = container_provider("docker").options["image"]
     program = find_cli(agent)
     prefix = loopback_namespace()
-    out = tmp_path_factory.mktemp(f"cli-{agent}")
+    out = tmp_path_factory.mktemp(f"cli-{agent}-{sandbox}")
     command = [*prefix, sys.executable, "-m", "tests.cli_agents.scenario", agent, program]
+    command += [str(out), *([sandbox] if sandbox != "none" else [])]
     done = subprocess.run(
-        [*command, str(out)],
+        command,
         cwd=repo_root,
+        env=env,
         capture_output=True,
         text=True,
         timeout=1500,
@@ -63,7 +87,20 @@ def scenario(
     assert done.returncode == 0, (
         f"the scenario failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
-    return Scenario(agent, out)
+    _RAN[agent, sandbox] = Scenario(agent, sandbox, out)
+    return _RAN[agent, sandbox]
+
+
+@pytest.fixture(
+    scope="module",
+    params=list(itertools.product(sorted(AGENTS), SANDBOXES)),
+    ids=lambda pair: "-".join(pair),
+)
+def scenario(
+    request: pytest.FixtureRequest, repo_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Scenario:
+    agent, sandbox = request.param
+    return run_scenario(agent, sandbox, repo_root, tmp_path_factory)
 
 
 def view(trial: Trial) -> dict[str, Any]:
@@ -142,3 +179,30 @@ def test_no_key_is_written_anywhere(scenario: Scenario) -> None:
     }
     leaks = [str(p) for p in written for s in secrets if s in p.read_bytes()]
     assert leaks == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "sandbox"),
+    list(itertools.product(sorted(AGENTS), SANDBOXES[1:])),
+    ids=lambda value: str(value),
+)
+def test_in_a_sandbox_the_verdicts_and_diffs_are_those_on_the_host(
+    agent: str, sandbox: str, repo_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    boxed = run_scenario(agent, sandbox, repo_root, tmp_path_factory)
+    host = run_scenario(agent, "none", repo_root, tmp_path_factory)
+    for phase in ("record", "replay", "changed"):
+        inside, outside = boxed.trials[phase], host.trials[phase]
+        assert len(inside) == len(outside) == 3
+        # each trial records the sandbox that ran it; on the host, none that isolates
+        assert {(t.sandbox.provider, t.sandbox.isolated) for t in inside if t.sandbox} == {
+            (sandbox, True)
+        }
+        assert all(t.sandbox is not None for t in inside)
+        assert all(t.sandbox is None or not t.sandbox.isolated for t in outside)
+        # the output of a strict miss names its port and key, which differ; not the verdicts
+        keys = ("verdict", "diff", "scores") + (("output",) if phase != "changed" else ())
+        for key in keys:
+            assert [view(t)[key] for t in inside] == [view(t)[key] for t in outside], (phase, key)
+    for phase in ("record", "replay", "changed"):
+        assert boxed.summary[phase]["exit"] == host.summary[phase]["exit"], phase

@@ -15,6 +15,8 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from trialkit.harness._runs_from import runs_from
+
 if TYPE_CHECKING:
     from trialkit.harness.subprocess import SubprocessAgent
     from trialkit.harness.tools import Tool
@@ -67,7 +69,7 @@ def claude_code_agent(
     # IS_SANDBOX=1 (which Claude Code needs to skip permissions as root) is set by the agent's
     # session only inside a sandbox that isolates (`in_sandbox`): never a claim that is false
     settings = {**CLAUDE_CODE_ENV, "TZ": AGENT_TIMEZONE, "SHELL": _shell()}
-    return cls(
+    agent = cls(
         command,
         env={**settings, **(env or {})},
         timeout=timeout,
@@ -79,6 +81,8 @@ def claude_code_agent(
         home=True,
         name="claude-code",
     )
+    agent.runs_from = runs_from(executable)[1]  # npm's node_modules, outside /usr: bound in
+    return agent
 
 
 CODEX_CONFIG = """\
@@ -96,6 +100,9 @@ plugins = false
 
 [analytics]
 enabled = false
+
+[sandbox_workspace_write]
+exclude_tmpdir_env_var = true
 {mcp}"""
 CODEX_MCP = """
 [mcp_servers.trialkit]
@@ -134,7 +141,12 @@ def codex_agent(
     config = CODEX_CONFIG.format(model_line=model_line, mcp=CODEX_MCP if tools else "")
     command = [executable, "exec", "--json", "--skip-git-repo-check", "-s", sandbox, *args]
     settings = {"CODEX_HOME": "{home}", "TZ": AGENT_TIMEZONE, "SHELL": _shell()}
-    return cls(
+    # a TMPDIR of its own, in its home: Codex refuses to set up its own sandbox's helper (and
+    # so fails every file edit) when CODEX_HOME is under TMPDIR, as trialkit's home is in /tmp.
+    # It is left out of the writable roots named to the model (exclude_tmpdir_env_var), whose
+    # order would follow the random names of the home and the workspace: /tmp stays writable
+    settings["TMPDIR"] = "{home}/tmp"
+    agent = cls(
         command,
         env={**settings, **(env or {})},
         timeout=timeout,
@@ -143,10 +155,16 @@ def codex_agent(
         continue_args=["resume", "{session_id}"],  # stdin stays closed: Codex waits on it
         upstream={"openai": upstream} if upstream else None,
         home=True,
-        files={"config.toml": config},
+        files={"config.toml": config, "tmp/.trialkit": ""},
         volatile=CODEX_VOLATILE,
         name="codex",
     )
+    agent.runs_from = runs_from(executable)[1]  # its package and node (bin/codex.js)
+    if sandbox == "workspace-write":
+        # Codex's own sandbox (its bubblewrap) cannot be nested in one that isolates: there,
+        # trialkit's sandbox keeps it to the workspace, HOME and /tmp, as workspace-write would
+        agent.boxed_command = [*command[:5], "danger-full-access", *command[6:]]
+    return agent
 
 
 def _shell() -> str:

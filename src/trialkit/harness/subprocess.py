@@ -179,6 +179,12 @@ class SubprocessAgent(Harness):
         self.sandbox_policy: SandboxPolicy | None = None
         self.sandbox_provider: SandboxProvider | None = None
         self._sandbox_setup_pid = 0
+        self.runs_from: tuple[str, ...] = ()
+        """Host paths the agent runs from (its installation, its interpreter), bound in
+        read-only by sandboxes that show only part of the host (the presets set them)."""
+        self.boxed_command: list[str] | None = None
+        """The command in a sandbox that isolates, where it differs (the Codex preset: its
+        own sandbox cannot run nested in one, and trialkit's is the boundary then)."""
 
     def in_sandbox(self, policy: SandboxPolicy | str, **options: Any) -> SubprocessAgent:
         """Run every turn in a sandbox of `policy` (a provider's name: its default policy),
@@ -188,6 +194,16 @@ class SubprocessAgent(Harness):
 
         name = policy if isinstance(policy, str) else policy.provider
         provider = load_provider(name, **options)
+        if self.boxed_command is not None and provider.capabilities().isolation:
+            self.command = list(self.boxed_command)
+        option = provider.host_paths_option
+        if self.runs_from and option is not None:
+            # the agent's installation and interpreter, at the same paths, read-only
+            bound = [*(options.get(option) or ()), *self.runs_from]
+            provider = load_provider(name, **{**options, option: list(dict.fromkeys(bound))})
+            found = shutil.which(self.command[0])
+            if found is not None and not os.path.isabs(self.command[0]):
+                self.command[0] = os.path.abspath(found)  # the sandbox's PATH may not have it
         chosen = provider.default_policy() if isinstance(policy, str) else policy
         provider.check(chosen)
         self.sandbox_policy, self.sandbox_provider = chosen, provider

@@ -413,6 +413,10 @@ class SandboxProvider(ABC):
     name: ClassVar[str]
     install_hint: ClassVar[str] = ""
     """The command that installs what the provider needs, for `SandboxUnavailable`."""
+    host_paths_option: ClassVar[str | None] = None
+    """The option (a list of absolute host paths) that shows more host paths read-only inside
+    at the same paths, for providers that show only part of the host; `in_sandbox` adds a
+    command-line agent's installation to it (`SubprocessAgent.runs_from`)."""
 
     def __init__(self, **options: Any) -> None:
         self.options = options

@@ -82,6 +82,7 @@ _SIGXFSZ = int(signal.SIGXFSZ)
 class BwrapProvider(SandboxProvider):
     name = "bwrap"
     install_hint = "apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap"
+    host_paths_option = "read_only"
 
     def __init__(self, **options: Any) -> None:
         check_options(options)

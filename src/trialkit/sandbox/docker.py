@@ -70,6 +70,7 @@ class DockerProvider(SandboxProvider):
     name: ClassVar[str] = "docker"
     binary: ClassVar[str] = "docker"
     install_hint: ClassVar[str] = "apt-get install docker.io (and start dockerd)"
+    host_paths_option = "read_only"
     tmpfs_owner: ClassVar[bool] = True
     """The engine takes `uid=`/`gid=` options for a tmpfs (podman does not)."""
 
