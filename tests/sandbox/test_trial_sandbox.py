@@ -407,3 +407,21 @@ def test_a_grader_that_raises_a_limit_makes_the_trial_an_error(tmp_path: Path) -
     assert trial.error.phase == "grading"
     assert [s.verdict for s in trial.scores] == [Verdict.FAIL, Verdict.ERROR]
     assert trial.sandbox is not None and trial.sandbox.limit_hit is None  # the grader's bound
+
+
+def test_a_command_line_agent_runs_in_the_suites_sandbox(tmp_path: Path) -> None:
+    agent = SubprocessAgent(["/usr/bin/python3", "-c", FIX], timeout=60)
+    task = Task(id="fix", input="fix add", graders=[run_the_tests])
+    suite = Suite(
+        id="cli",
+        harness=agent,
+        tasks=[task],
+        environment=Workspace(project(tmp_path)),
+        sandbox=bwrap_policy(),
+    )
+    _, trials, _ = run_trials(suite)
+    (trial,) = trials
+    assert errors(trials) == [] and trial.verdict == Verdict.PASS
+    assert agent.sandbox_provider is not None and agent.sandbox_provider.name == "bwrap"
+    assert not Path("/tmp/agent-was-here").exists()  # the sandbox's own /tmp
+    assert trial.sandbox is not None and trial.sandbox.provider == "bwrap"

@@ -1,7 +1,8 @@
 """The sandbox of a run's trials: which one, made ready once per process, one per trial.
 
 The sandbox a run names is the command-line agent's (`SubprocessAgent.in_sandbox`, the suite
-file's `sandbox:` key, `trialkit run --sandbox`), else the suite's own (`Suite(sandbox=...)`);
+file's `sandbox:` key, `trialkit run --sandbox`), else the suite's own (`Suite(sandbox=...)`,
+in which a command-line agent without a sandbox of its own then runs its turns);
 each trial gets a `TrialSandbox` of it around its workspace (a folder of its own when it has
 none), shared by the agent's turns and the graders (`ctx.sandbox`) and stopped when the trial
 ends. When the run names none, a trial with a workspace folder gets the `local` provider's
@@ -47,14 +48,18 @@ class RunSandbox:
         self.named: tuple[SandboxProvider, SandboxPolicy] | None = None
         self.owned = False
         """Whether this sets the provider up and tears it down (else the harness does)."""
+        from trialkit.harness.subprocess import SubprocessAgent
+
+        chosen = getattr(suite, "chosen_sandbox", None)
+        if isinstance(harness, SubprocessAgent) and harness.sandbox_provider is None and chosen:
+            # a command-line agent without a sandbox of its own runs its turns in the suite's
+            harness.in_sandbox(chosen[1], **dict(chosen[1].options))
         provider = getattr(harness, "sandbox_provider", None)
         policy = getattr(harness, "sandbox_policy", None)
         if isinstance(provider, SandboxProvider) and isinstance(policy, SandboxPolicy):
             self.named = (provider, policy)
-        else:
-            chosen = getattr(suite, "chosen_sandbox", None)
-            if chosen is not None:
-                self.named, self.owned = chosen, True
+        elif chosen is not None:
+            self.named, self.owned = chosen, True
         self._ready_pid = 0
         self._lock = anyio.Lock()
 
