@@ -425,3 +425,14 @@ def test_a_command_line_agent_runs_in_the_suites_sandbox(tmp_path: Path) -> None
     assert agent.sandbox_provider is not None and agent.sandbox_provider.name == "bwrap"
     assert not Path("/tmp/agent-was-here").exists()  # the sandbox's own /tmp
     assert trial.sandbox is not None and trial.sandbox.provider == "bwrap"
+
+
+def test_a_command_line_agent_without_a_sandbox_is_recorded_as_local(tmp_path: Path) -> None:
+    agent = SubprocessAgent(["/usr/bin/python3", "-c", "print('loose')"], timeout=60)
+    task = Task(id="t", input="-")
+    suite = Suite(id="loose", harness=agent, tasks=[task], environment=Workspace(project(tmp_path)))
+    _, trials, _ = run_trials(suite)
+    (trial,) = trials
+    assert errors(trials) == [] and trial.outcome.output == "loose"
+    assert trial.sandbox is not None
+    assert (trial.sandbox.provider, trial.sandbox.isolated) == ("local", False)

@@ -135,6 +135,13 @@ class SandboxedTurns:
         return Finished(returncode, out.kept.decode("utf-8", "replace"), stderr, out.dropped)
 
 
+def ran_loose(sandbox: object) -> None:
+    """A command-line agent with no sandbox of its own runs as processes of this machine: the
+    `local` provider's sandbox of the trial (no isolation) is what the trial records."""
+    if isinstance(sandbox, TrialSandbox) and sandbox.provider == "local":
+        sandbox.used = True
+
+
 async def _home(sandbox: Sandbox) -> str:
     found = await sandbox.exec(["sh", "-c", 'printf %s "$HOME"'], timeout=30)
     return found.stdout_text if found.returncode == 0 else ""

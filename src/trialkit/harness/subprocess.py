@@ -67,7 +67,7 @@ from trialkit._record import clean_text
 from trialkit.harness._agent_output import AgentOutputError, Answer, Events, OutputFormat, interpret
 from trialkit.harness._presets import claude_code_agent, codex_agent
 from trialkit.harness._process import MAX_STDOUT_BYTES, AgentStartError, Finished, run_command
-from trialkit.harness._sandboxed import MCP_CONFIG, SandboxedTurns
+from trialkit.harness._sandboxed import MCP_CONFIG, SandboxedTurns, ran_loose
 from trialkit.harness._values import agent_values
 from trialkit.harness.base import Harness, Reply, Session, TrialContext
 from trialkit.harness.mcp import SERVER_NAME
@@ -344,6 +344,7 @@ class _CommandSession(Session):
                 on_line=on_line,
             )
         else:
+            ran_loose(self.ctx.sandbox)
             finished = await run_command(
                 argv,
                 cwd=self.cwd,
