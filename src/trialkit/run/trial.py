@@ -275,14 +275,15 @@ class TrialRunner:
         sandbox = state.sandbox
         if sandbox is None:
             return
-        info = sandbox.info
+        recorded = self.sandboxes.named is not None or sandbox.used  # else the unused default
+        info = sandbox.info if recorded else None  # the provider's own, while it is open
         try:
             await self.sandboxes.close_trial(sandbox, state.sandbox_folder)
         except Exception as exc:
             if state.error is None:
                 state.fail_with(exc, "teardown")
-        if self.sandboxes.named is None and not sandbox.used:
-            return  # the `local` default, which nothing ran in
+        if info is None:
+            return
         hits = [limit for _, limit in sandbox.hits]
         state.sandbox_record = SandboxRecord(
             provider=info.provider,
