@@ -55,6 +55,7 @@ from trialkit.sandbox._bwrap_util import (
 )
 from trialkit.sandbox._cgroup import Cgroups, Group
 from trialkit.sandbox._etc import ETC_ALLOWED, staged_etc
+from trialkit.sandbox._ramp import StartGate, start_bound
 from trialkit.sandbox._reaper import REAPER
 from trialkit.sandbox.base import (
     Capabilities,
@@ -87,6 +88,7 @@ class BwrapProvider(SandboxProvider):
     def __init__(self, **options: Any) -> None:
         check_options(options)
         super().__init__(**options)
+        self.gate = StartGate(start_bound("bwrap", options.get("starts")))
 
     @cached_property
     def executable(self) -> str | None:
@@ -280,6 +282,18 @@ class BwrapSandbox(Sandbox):
                 self.endpoints.append(pair)
 
     async def open_process(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        stdin: bool = False,
+    ) -> SandboxProcess:
+        async with self.owner.gate.start():  # a burst of commands starts a few at a time
+            return await self._open_process(argv, cwd=cwd, env=env, user=user, stdin=stdin)
+
+    async def _open_process(
         self,
         argv: Sequence[str],
         *,

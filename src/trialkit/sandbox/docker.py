@@ -35,6 +35,7 @@ import anyio.abc
 
 from trialkit.sandbox._container import ContainerSandbox
 from trialkit.sandbox._engine import Engine
+from trialkit.sandbox._ramp import start_bound
 from trialkit.sandbox._relay import why_no_relay
 from trialkit.sandbox.base import (
     Capabilities,
@@ -82,8 +83,7 @@ class DockerProvider(SandboxProvider):
         self._checked: set[tuple[str | None, str]] = set()
         self._why_not: str | bool | None = False
         self._lock = anyio.Lock()
-        starts = int(options.get("starts") or os.cpu_count() or 2)
-        self._starting = anyio.Semaphore(starts)
+        self._starting = anyio.Semaphore(start_bound(self.name, options.get("starts")))
 
     def default_runtime(self) -> str | None:
         return self.options.get("runtime")
