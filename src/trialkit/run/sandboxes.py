@@ -62,6 +62,7 @@ class RunSandbox:
             self.named, self.owned = chosen, True
         self._ready_pid = 0
         self._lock = anyio.Lock()
+        self._local: tuple[SandboxProvider, SandboxPolicy] | None = None
 
     async def for_trial(self, world: Any) -> tuple[TrialSandbox | None, Path | None]:
         """The trial's sandbox (not started yet) and the folder made for it, if one was."""
@@ -70,10 +71,12 @@ class RunSandbox:
         if self.named is None:
             if folder is None or not folder.is_dir():
                 return None, None
-            from trialkit.sandbox.local import LocalProvider
+            if self._local is None:
+                from trialkit.sandbox.local import LocalProvider
 
-            local = LocalProvider()
-            return TrialSandbox(local, local.default_policy(), folder), None
+                local = LocalProvider()
+                self._local = (local, local.default_policy())
+            return TrialSandbox(*self._local, folder), None
         await self._ready()
         made = None
         if folder is None:

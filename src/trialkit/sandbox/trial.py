@@ -86,6 +86,8 @@ class TrialSandbox(Sandbox):
 
     async def close(self) -> None:
         """Stop the sandbox and everything it started (the end of the trial)."""
+        if not self.used:
+            return  # never started: nothing to stop
         with anyio.CancelScope(shield=True):
             self._note_processes()
             await self._stack.aclose()
