@@ -436,3 +436,20 @@ def test_a_command_line_agent_without_a_sandbox_is_recorded_as_local(tmp_path: P
     assert errors(trials) == [] and trial.outcome.output == "loose"
     assert trial.sandbox is not None
     assert (trial.sandbox.provider, trial.sandbox.isolated) == ("local", False)
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "message"),
+    [
+        ("nosuch", "suite 's': sandbox: no sandbox provider 'nosuch'"),
+        (SandboxPolicy("local", NONE, NONE), "sandbox 'local' cannot enforce network 'none'"),
+        (42, "sandbox: a provider's name or a SandboxPolicy, got int"),
+    ],
+)
+def test_a_suites_sandbox_that_cannot_be_had_is_refused_at_once(sandbox: Any, message: str) -> None:
+    from trialkit.task import SuiteError
+
+    with pytest.raises(SuiteError) as raised:
+        Suite(id="s", tasks=[Task(id="t", input="-")], sandbox=sandbox)
+    assert str(raised.value).startswith("suite 's': sandbox: ")
+    assert message in str(raised.value) and "\n" not in str(raised.value)
