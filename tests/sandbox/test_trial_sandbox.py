@@ -453,3 +453,54 @@ def test_a_suites_sandbox_that_cannot_be_had_is_refused_at_once(sandbox: Any, me
         Suite(id="s", tasks=[Task(id="t", input="-")], sandbox=sandbox)
     assert str(raised.value).startswith("suite 's': sandbox: ")
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_python_agents_commands_reach_the_urls_it_allows_and_no_other() -> None:
+    import http.server
+    import threading
+
+    provider = bwrap_provider()
+    if "model-only" not in provider.capabilities().network:
+        pytest.skip("model-only needs root here")
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"hello from the host")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello) for _ in range(2)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    allowed, other = (f"http://127.0.0.1:{s.server_address[1]}/" for s in servers)
+    fetch = (
+        "import sys, urllib.request\n"
+        "try:\n"
+        "    print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+
+    async def agent(prompt: str, ctx: TrialContext) -> str:
+        assert ctx.sandbox is not None
+        await ctx.sandbox.allow([allowed])
+        got = []
+        for url in (allowed, other):
+            done = await ctx.sandbox.exec(["/usr/bin/python3", "-c", fetch, url])
+            got.append(done.stdout_text.strip())
+        return " | ".join(got)
+
+    policy = SandboxPolicy("bwrap", NetworkPolicy("model-only"), NONE)
+    try:
+        suite = Suite(id="net", harness=agent, tasks=[Task(id="t", input="-")], sandbox=policy)
+        _, trials, _ = run_trials(suite)
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    reached, refused = (trials[0].outcome.output or "").split(" | ")
+    assert reached == "hello from the host"
+    assert refused != reached and "hello" not in refused
