@@ -2,7 +2,7 @@
 what the start bound does to a burst of sandbox starts.
 
     python benchmarks/sandbox_throughput.py [--trials 1000] [--docker-trials 100]
-        [--concurrency 8] [--providers none,bwrap,docker] [--burst 32]
+        [--concurrency 8] [--providers none,bwrap,docker] [--burst 32] [--rounds 5]
 
 **Throughput**: a suite of `--trials` trials (100 tasks) whose agent is a command,
 `sh -c 'echo done > answer.txt; echo done'`, in a fresh copy of a one-file workspace per
@@ -11,7 +11,9 @@ file) at `--concurrency`: `none` runs the agent as a bare process (`SubprocessAg
 sandbox); `bwrap` and `docker` put it in that provider's sandbox with its default policy
 (`in_sandbox`), one sandbox per trial shared by its agent and graders. Docker runs
 `--docker-trials` (its 0.5-0.8 s per container would make 1,000 trials take minutes);
-docker's image is `$TRIALKIT_SANDBOX_IMAGE`.
+docker's image is `$TRIALKIT_SANDBOX_IMAGE`. `--rounds R` splits `--trials` into R runs per
+provider, the providers in turn each round (so a loaded machine's drift falls on all alike;
+docker then runs `--trials` too).
 
 **Burst** (`--burst N`, bwrap): N trials' sandboxes started at once, each running `true`, with
 the start bound at 1, at the CPU count (the default) and at N (no bound): when the first is
@@ -86,6 +88,30 @@ def throughput(provider: str, total: int, concurrency: int) -> dict[str, Any]:
     }
 
 
+def interleaved(
+    providers: list[str], total: int, rounds: int, concurrency: int
+) -> list[dict[str, Any]]:
+    """`total` trials per provider in `rounds` runs each, the providers in turn each round."""
+    seconds = dict.fromkeys(providers, 0.0)
+    trials = dict.fromkeys(providers, 0)
+    for _ in range(rounds):
+        for provider in providers:
+            row = throughput(provider, total // rounds, concurrency)
+            seconds[provider] += row["seconds"]
+            trials[provider] += row["trials"]
+    return [
+        {
+            "provider": provider,
+            "trials": trials[provider],
+            "concurrency": concurrency,
+            "seconds": round(seconds[provider], 2),
+            "trials_per_s": round(trials[provider] / seconds[provider], 1),
+            "ms_per_trial": round(1000 * seconds[provider] / trials[provider], 2),
+        }
+        for provider in providers
+    ]
+
+
 def burst(size: int, bound: int) -> dict[str, Any]:
     from trialkit.sandbox.bwrap import BwrapProvider
 
@@ -126,10 +152,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--providers", default="none,bwrap,docker")
     parser.add_argument("--burst", type=int, default=0, help="bwrap sandboxes started at once")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="split --trials into rounds, providers in turn"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
-    for provider in args.providers.split(","):
+    if args.rounds > 1:  # interleaved: the machine's drift falls on every provider alike
+        rows = interleaved(args.providers.split(","), args.trials, args.rounds, args.concurrency)
+    for provider in args.providers.split(",") if args.rounds <= 1 else ():
         total = args.docker_trials if provider in ("docker", "podman") else args.trials
         if provider in ("docker", "podman") and not total:
             continue
