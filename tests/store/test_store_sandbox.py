@@ -123,3 +123,24 @@ def test_m016_is_plain_alter_table_add_column(dialect: type[Dialect]) -> None:
     conn = _RecordingConnection(dialect())
     m016_trial_sandbox(cast(Connection, conn))
     assert conn.statements == ["ALTER TABLE trials ADD COLUMN sandbox TEXT"]
+
+
+def test_the_viewers_trial_page_shows_the_sandbox(store: Store, sample: Sample) -> None:
+    from tests.view.test_view import Page, get
+    from trialkit.view import ViewServer
+
+    with_sandboxes(sample)
+    store.create_run(sample.run, sample.suite, sample.plans)
+    store.save_trials(sample.trials)
+    first, second = sample.trials[:2]
+    with ViewServer(store) as server:
+        status, _, body = get(server, f"/runs/{first.run_id}/trials/{first.task_id}/0")
+        _, _, other = get(server, f"/runs/{second.run_id}/trials/{second.task_id}/1")
+    assert status == 200
+    assert (
+        "sandbox bwrap (isolated), network model-only / graders none, limits cpu_seconds=1.5 "
+        "memory_bytes=2000000000 output_bytes=10000000; hit: memory" in Page(body).visible
+    )
+    assert "docker (isolated), network none / graders none, image trialkit-base:bookworm" in (
+        Page(other).visible
+    )
