@@ -103,6 +103,7 @@ enabled = false
 
 [sandbox_workspace_write]
 exclude_tmpdir_env_var = true
+exclude_slash_tmp = true
 {mcp}"""
 CODEX_MCP = """
 [mcp_servers.trialkit]
@@ -144,7 +145,10 @@ def codex_agent(
     # a TMPDIR of its own, in its home: Codex refuses to set up its own sandbox's helper (and
     # so fails every file edit) when CODEX_HOME is under TMPDIR, as trialkit's home is in /tmp.
     # It is left out of the writable roots named to the model (exclude_tmpdir_env_var), whose
-    # order would follow the random names of the home and the workspace: /tmp stays writable
+    # order would follow the random names of the home and the workspace. /tmp is left out too
+    # (exclude_slash_tmp): Codex's sandbox makes empty .git, .codex and .agents folders in
+    # every writable root, and a /tmp/.git it fails to remove makes the next agent whose
+    # workspace is under /tmp believe it is in a git repository. The workspace alone is writable
     settings["TMPDIR"] = "{home}/tmp"
     agent = cls(
         command,
