@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fake_option import register
+from tests.run.fake_option import register
 
 EVAL = """
 from trialkit import Suite, Task

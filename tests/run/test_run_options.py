@@ -17,14 +17,14 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from tests.fake_option import register, run_command_with_fake
+from tests.run.fake_option import register, run_command_with_fake
 from trialkit.cli.main import cli
 from trialkit.run.options import OPTIONS, Choice, Option
 from trialkit.run.rerun import RERUN_CHOICES
 from trialkit.run.settings import RunSettings
 from trialkit.run.sources import key_lines
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE_PY = """
 from trialkit import Suite, Task, graders
 
