@@ -178,7 +178,8 @@ class Workspace(Environment):
             raise WorkspaceError(f"the workspace fixture {str(fixture)!r} {what}")
         if self.temp_dir is not None:
             self.temp_dir.mkdir(parents=True, exist_ok=True)
-        root = Path(tempfile.mkdtemp(prefix="trialkit-", dir=self.temp_dir))
+        base = self.temp_dir if self.temp_dir is not None else _temp_base()
+        root = Path(tempfile.mkdtemp(prefix="trialkit-", dir=base))
         try:
             if fixture is not None:
                 _copy_fixture(fixture, root)
@@ -407,6 +408,27 @@ def _scan(root: Path, ignore: Sequence[str], max_bytes: int) -> dict[str, FileIn
             except FileNotFoundError:
                 continue
     return out
+
+
+TEMP_BASES = ("/var/tmp", "/dev/shm")
+"""Where workspaces go when the system's temp folder is inside a git repository."""
+
+
+def _temp_base() -> str | None:
+    """The folder for a new workspace: the system's temp folder, unless it or a folder above
+    it holds a `.git` (a stray `/tmp/.git` another program left), which agents that look
+    upward for a repository (Claude Code does) would take as theirs; then the first of
+    `TEMP_BASES` outside any repository that can be written. `None` (the system's) when none."""
+    system = tempfile.gettempdir()
+    for base in (system, *TEMP_BASES):
+        if not _in_repository(Path(base)) and os.access(base, os.W_OK | os.X_OK):
+            return None if base == system else base
+    return None
+
+
+def _in_repository(folder: Path) -> bool:
+    """Whether `folder` or one above it holds `.git` (a folder or a file)."""
+    return any(os.path.lexists(p / ".git") for p in (folder, *folder.parents))
 
 
 def _copy_fixture(src: Path, dest: Path) -> None:

@@ -69,6 +69,8 @@ def claude_code_agent(
     # IS_SANDBOX=1 (which Claude Code needs to skip permissions as root) is set by the agent's
     # session only inside a sandbox that isolates (`in_sandbox`): never a claim that is false
     settings = {**CLAUDE_CODE_ENV, "TZ": AGENT_TIMEZONE, "SHELL": _shell()}
+    # its temp folder (`claude-<uid>`, made in the system's /tmp by default) in its own home
+    settings["CLAUDE_CODE_TMPDIR"] = "{home}/tmp"
     agent = cls(
         command,
         env={**settings, **(env or {})},
@@ -79,6 +81,7 @@ def claude_code_agent(
         continue_args=["--resume", "{session_id}"],
         upstream={"anthropic": upstream} if upstream else None,
         home=True,
+        files={"tmp/.trialkit": ""},
         name="claude-code",
     )
     agent.runs_from = runs_from(executable)[1]  # npm's node_modules, outside /usr: bound in
