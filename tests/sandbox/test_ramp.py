@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from tests.sandbox._bwrap import bwrap_provider
-from trialkit.sandbox._ramp import STARTS_ENV, StartGate, start_bound
+from trialkit.sandbox._ramp import ALIVE_ENV, STARTS_ENV, StartGate, alive_bound, start_bound
 from trialkit.sandbox.base import SandboxError
 from trialkit.sandbox.docker import DockerProvider
 
@@ -84,3 +84,54 @@ def test_bwrap_with_one_start_at_a_time_runs_a_burst_of_commands(tmp_path: Path)
         return outputs
 
     assert sorted(anyio.run(main)) == [str(i) for i in range(6)]
+
+
+def test_the_alive_bound_comes_from_the_option_then_the_variable_then_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ALIVE_ENV, raising=False)
+    assert alive_bound("bwrap") is None
+    assert alive_bound("docker", None, 4) == 4 * max(1, os.cpu_count() or 1)
+    assert DockerProvider().living.limit == 4 * max(1, os.cpu_count() or 1)
+    assert bwrap_provider().living.limit is None
+    monkeypatch.setenv(ALIVE_ENV, "7")
+    assert alive_bound("bwrap") == 7
+    assert alive_bound("bwrap", 2) == 2
+    with pytest.raises(SandboxError, match=r"^sandbox 'docker': option alive: a whole number"):
+        DockerProvider(alive=0)
+    monkeypatch.setenv(ALIVE_ENV, "lots")
+    with pytest.raises(SandboxError, match=rf"^{ALIVE_ENV}: a whole number"):
+        alive_bound("bwrap")
+
+
+def test_a_trial_past_the_alive_bound_waits_for_a_sandbox_to_end(tmp_path: Path) -> None:
+    provider = bwrap_provider(alive=1)
+    policy = provider.default_policy()
+    events: list[str] = []
+    first_inside = anyio.Event()
+
+    async def trial(name: str, hold: anyio.Event | None) -> None:
+        workspace = tmp_path / name
+        workspace.mkdir()
+        async with provider.sandbox(workspace, policy) as sandbox:
+            events.append(f"{name} in")
+            if hold is not None:
+                first_inside.set()
+                await hold.wait()
+            result = await sandbox.exec(["sh", "-c", f"echo {name}"], timeout=60)
+            events.append(result.stdout_text.strip())
+        events.append(f"{name} out")
+
+    async def main() -> None:
+        release = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(trial, "a", release)
+            await first_inside.wait()
+            group.start_soon(trial, "b", None)
+            for _ in range(50):  # b gets every chance to start; it must wait, not fail
+                await anyio.lowlevel.checkpoint()
+            events.append("released")
+            release.set()
+
+    anyio.run(main)
+    assert events == ["a in", "released", "a", "a out", "b in", "b", "b out"]

@@ -60,7 +60,9 @@ def ids(user: str | None) -> tuple[int | None, int | None]:
     return int(uid), int(gid or uid)
 
 
-_OPTIONS = frozenset({"executable", "read_only", "read_write", "home", "allow_host", "starts"})
+_OPTIONS = frozenset(
+    {"executable", "read_only", "read_write", "home", "allow_host", "starts", "alive"}
+)
 
 
 def _paths(key: str, value: Any) -> list[str]:

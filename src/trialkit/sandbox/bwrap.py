@@ -22,7 +22,8 @@ clock and output of `exec`.
 
 Options: `executable` (default: `bwrap` on PATH), `read_only` and `read_write` (more host
 paths, bound at their own path: a virtual environment an agent runs from), `home` (HOME's path
-inside, default `/home/sandbox`), `allow_host`.
+inside, default `/home/sandbox`), `allow_host`, `starts` and `alive` (`_ramp`: sandboxes
+starting, and alive, at once; no bound on those alive by default).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from trialkit.sandbox._bwrap_util import (
 )
 from trialkit.sandbox._cgroup import Cgroups, Group
 from trialkit.sandbox._etc import ETC_ALLOWED, staged_etc
-from trialkit.sandbox._ramp import StartGate, start_bound
+from trialkit.sandbox._ramp import AliveGate, StartGate, alive_bound, start_bound
 from trialkit.sandbox._reaper import REAPER
 from trialkit.sandbox.base import (
     Capabilities,
@@ -89,6 +90,9 @@ class BwrapProvider(SandboxProvider):
         check_options(options)
         super().__init__(**options)
         self.gate = StartGate(start_bound("bwrap", options.get("starts")))
+        # no bound by default: a trial's sandbox costs a folder until its commands run, and
+        # those are bounded by the run's concurrency and the start gate
+        self.living = AliveGate(alive_bound("bwrap", options.get("alive")))
 
     @cached_property
     def executable(self) -> str | None:
@@ -181,14 +185,16 @@ class BwrapProvider(SandboxProvider):
     ) -> AsyncIterator[Sandbox]:
         if self.executable is None:
             raise SandboxError(str(self._why_not))
-        sandbox = self._make(workspace, policy, loopback_endpoints(endpoints))
-        state = sandbox.state
-        try:
-            yield sandbox
-        finally:
-            with anyio.CancelScope(shield=True):
-                await sandbox.stop()
-                REAPER.remove(state, sandbox.group)
+        bridged = loopback_endpoints(endpoints)
+        async with self.living.alive():  # past the bound, wait for a trial's sandbox to end
+            sandbox = self._make(workspace, policy, bridged)
+            state = sandbox.state
+            try:
+                yield sandbox
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await sandbox.stop()
+                    REAPER.remove(state, sandbox.group)
 
     def _make(
         self, workspace: Path, policy: SandboxPolicy, bridged: list[tuple[str, int]]

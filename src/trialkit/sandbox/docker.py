@@ -35,7 +35,7 @@ import anyio.abc
 
 from trialkit.sandbox._container import ContainerSandbox
 from trialkit.sandbox._engine import Engine
-from trialkit.sandbox._ramp import start_bound
+from trialkit.sandbox._ramp import AliveGate, alive_bound, start_bound
 from trialkit.sandbox._relay import why_no_relay
 from trialkit.sandbox.base import (
     Capabilities,
@@ -62,11 +62,19 @@ _INITS = (
 )
 
 
+ALIVE_PER_CPU = 4
+"""Containers alive at once per CPU, by default. A container holds a runtime shim, its mounts
+and the engine's bookkeeping for its whole trial, and the engine slows for every container
+alive; trials mostly wait on the model, so a few per core keep the CPUs busy without a burst
+of hundreds piling onto one daemon."""
+
+
 class DockerProvider(SandboxProvider):
     """One container per trial (see the module's docstring). Options: `image`, `user`,
     `cpus`, `read_only_root` (default true), `read_only` and `read_write` (more host paths,
     bound at the same paths), `run_id` (the label's value; a new id by default), `starts`
-    (containers starting at once; default: the machine's CPU count)."""
+    (containers starting at once; default: the machine's CPU count), `alive` (containers alive
+    at once; default: `ALIVE_PER_CPU` times the CPU count)."""
 
     name: ClassVar[str] = "docker"
     binary: ClassVar[str] = "docker"
@@ -84,6 +92,8 @@ class DockerProvider(SandboxProvider):
         self._why_not: str | bool | None = False
         self._lock = anyio.Lock()
         self._starting = anyio.Semaphore(start_bound(self.name, options.get("starts")))
+        bound = alive_bound(self.name, options.get("alive"), ALIVE_PER_CPU)
+        self.living = AliveGate(bound)
 
     def default_runtime(self) -> str | None:
         return self.options.get("runtime")
@@ -190,13 +200,14 @@ class DockerProvider(SandboxProvider):
         root = Path(await anyio.Path(workspace).resolve())
         box = ContainerSandbox(self, root, policy, image)
         box.endpoints = box.bridged(endpoints)
-        async with self._starting:  # a burst of trials starts a few containers at a time
-            client = await box.start(self)
-        try:
-            yield box
-        finally:
-            with anyio.CancelScope(shield=True):
-                await box.stop(client)
+        async with self.living.alive():  # past the bound, wait for a trial's container to end
+            async with self._starting:  # a burst of trials starts a few containers at a time
+                client = await box.start(self)
+            try:
+                yield box
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await box.stop(client)
 
     async def cleanup(self) -> int:
         if self.unavailable() is not None:
