@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -349,8 +350,11 @@ def test_policies_it_cannot_enforce_are_refused_before_any_trial(
     monkeypatch.delenv(IMAGE_ENV, raising=False)
     provider = container_provider()
     provider.check(policy(network="none"))
-    with pytest.raises(PolicyRefused, match="allowlist"):
+    if os.geteuid() == 0:  # allowlist is enforced as root (tests/sandbox/test_allowlist.py)
         provider.check(policy(network="allowlist"))
+    unported = replace(policy(), network=NetworkPolicy("allowlist", ("example.com",)))
+    with pytest.raises(PolicyRefused, match=r"'example\.com' is not host:port"):
+        provider.check(unported)
     with pytest.raises(PolicyRefused, match="disk"):
         provider.check(policy(disk_bytes=1 << 30))
     with pytest.raises(PolicyRefused, match="host's network"):

@@ -60,7 +60,10 @@ def test_a_suite_runs_its_agent_in_bwrap(tmp_path: Path, monkeypatch: pytest.Mon
             "{provider: local, network: host, limits: {memory_bytes: 1000000}}",
             "sandbox: sandbox 'local' cannot enforce limit 'memory'",
         ),
-        ("{provider: bwrap, network: allowlist, allow: [example.com]}", "network 'allowlist'"),
+        (
+            "{provider: bwrap, network: allowlist, allow: [example.com]}",
+            "sandbox: network allow: 'example.com' is not host:port or a URL",
+        ),
         ("{provider: local, limits: {memory_bytes: -1}}", "greater than 0"),
         ("{provider: local, limits: {processes: true}}", "sandbox.limits.processes"),
         ("7", "sandbox: expected a provider's name (bwrap) or a mapping"),

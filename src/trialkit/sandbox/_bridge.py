@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from trialkit.sandbox._host import NEVER_BRIDGED, _connected
+from trialkit.sandbox._relay import Relay
 from trialkit.sandbox.base import SandboxError
 from trialkit.sandbox.netns import CLONE_NEWNET, _loopback_addresses, _pump
 
@@ -63,6 +64,8 @@ class Bridge:
         self.wake_r, self.wake_w = socket.socketpair()
         self.closed = False
         self.thread: threading.Thread | None = None
+        self.relays: list[Relay] = []
+        """More listeners in the same namespace (an allowlist's), closed with it."""
 
     def open(self, pid: int) -> None:
         """Listen at every endpoint inside the network namespace of process `pid`."""
@@ -127,6 +130,8 @@ class Bridge:
 
     def close(self) -> None:
         self.closed = True
+        for relay in self.relays:
+            relay.close()
         with contextlib.suppress(OSError):
             self.wake_w.send(b"x")
         if self.thread is not None:

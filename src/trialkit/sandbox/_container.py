@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
+from trialkit.sandbox._allow import Allowed, add_addresses
 from trialkit.sandbox._engine import LABEL, LABEL_OWNER, LABEL_RUN, Engine
 from trialkit.sandbox._relay import Relay, endpoint_address
 from trialkit.sandbox.base import (
@@ -119,6 +120,9 @@ class ContainerSandbox(Sandbox):
         self.pid = 0
         self.relay: Relay | None = None
         self.endpoints: list[tuple[str, int]] = []
+        self.allowed: dict[Phase, Allowed] = {}
+        """Each `allowlist` phase's destinations, resolved before the container starts."""
+        self._relaying_allowed = False
         self.processes: list[ContainerProcess] = []
         self._groups: dict[str, Path] = {}
         self._owner: tuple[int, int] | None = None
@@ -157,6 +161,9 @@ class ContainerSandbox(Sandbox):
         ]  # fmt: skip
         if provider.options.get("read_only_root", True):
             args.append("--read-only")
+        # the allowed names of every phase (an address of another phase's list is refused)
+        for allowed in self.allowed.values():
+            args += [arg for name, ip in allowed.names for arg in ("--add-host", f"{name}:{ip}")]
         # more host paths, at the same paths (as bwrap's options of these names)
         for mode, key in (("ro", "read_only"), ("rw", "read_write")):
             for path in provider.options.get(key) or ():
@@ -248,6 +255,9 @@ class ContainerSandbox(Sandbox):
         await self._set_network(self.policy.network_for(phase).mode)
 
     async def _set_network(self, mode: NetworkMode) -> None:
+        if mode == "allowlist" or self._relaying_allowed:
+            await self._set_allowed(mode)
+            return
         if mode == "model-only" and self.relay is None and self.endpoints:
             netns = f"/proc/{self.pid}/ns/net"
             self.relay = await anyio.to_thread.run_sync(Relay, netns, self.endpoints)
@@ -255,11 +265,29 @@ class ContainerSandbox(Sandbox):
             self.relay.close()
             self.relay = None
 
+    async def _set_allowed(self, mode: NetworkMode) -> None:
+        """The relay of an `allowlist` phase: its endpoints and destinations, each at its own
+        address and port in the container's namespace (the address added to `lo`)."""
+        if self.relay is not None:
+            self.relay.close()
+            self.relay = None
+        self._relaying_allowed = False
+        if mode != "allowlist":
+            await self._set_network(mode)
+            return
+        allowed = self.allowed[self.phase]
+        netns = f"/proc/{self.pid}/ns/net"
+        await anyio.to_thread.run_sync(add_addresses, netns, allowed.addresses)
+        pairs = list(dict.fromkeys([*self.endpoints, *allowed.pairs]))
+        self.relay = await anyio.to_thread.run_sync(Relay, netns, pairs)
+        self._relaying_allowed = True
+
     def bridged(self, endpoints: Sequence[str]) -> list[tuple[str, int]]:
         """The loopback addresses of `endpoints`, when a phase's network is `model-only`
         (`SandboxError` for one that is not on loopback)."""
         modes = {self.policy.network.mode, self.policy.grader_network.mode}
-        return [endpoint_address(url) for url in endpoints] if "model-only" in modes else []
+        bridging = modes & {"model-only", "allowlist"}
+        return [endpoint_address(url) for url in endpoints] if bridging else []
 
     async def allow(self, endpoints: Sequence[str]) -> None:
         added = self.bridged(endpoints)

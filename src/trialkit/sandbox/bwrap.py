@@ -12,7 +12,10 @@ it: a child that called `setsid` or double-forked is killed by the kernel.
 
 Network: `none` is a namespace with only its own loopback; `model-only` adds, on that
 loopback, listeners at the ports of the trial's endpoints (its model proxy, its MCP servers),
-relayed to the same ports of this machine's loopback (`_bridge`: needs root); `host` shares
+relayed to the same ports of this machine's loopback (`_bridge`: needs root); `allowlist`
+adds the policy's `allow` destinations, resolved at the trial's start, each at its own address
+and port inside, relayed to it, and their names in a generated `/etc/hosts` (`_allow`: needs
+root); `host` shares
 the host's network and is allowed only when the provider is made with `allow_host=True`.
 
 Limits: memory and processes through a cgroup per trial (v1 or v2, where one can be
@@ -45,6 +48,7 @@ import anyio
 import anyio.to_thread
 
 from trialkit.sandbox import _process
+from trialkit.sandbox._allow import Allowed, add_addresses, allowed_for, check_allow, hosts_text
 from trialkit.sandbox._bridge import Bridge, can_enter, loopback_endpoints
 from trialkit.sandbox._bwrap_util import (
     alive,
@@ -58,11 +62,13 @@ from trialkit.sandbox._cgroup import Cgroups, Group
 from trialkit.sandbox._etc import ETC_ALLOWED, staged_etc
 from trialkit.sandbox._ramp import AliveGate, StartGate, alive_bound, start_bound
 from trialkit.sandbox._reaper import REAPER
+from trialkit.sandbox._relay import Relay
 from trialkit.sandbox.base import (
     Capabilities,
     LimitName,
     NetworkMode,
     NetworkPolicy,
+    Phase,
     Sandbox,
     SandboxError,
     SandboxInfo,
@@ -131,7 +137,7 @@ class BwrapProvider(SandboxProvider):
     def capabilities(self) -> Capabilities:
         network: set[NetworkMode] = {"none"}
         if can_enter() is None:
-            network.add("model-only")
+            network |= {"model-only", "allowlist"}
         if self.options.get("allow_host"):
             network.add("host")
         limits: set[LimitName] = {"wall_clock", "output", "cpu_time", "disk"}
@@ -170,6 +176,10 @@ class BwrapProvider(SandboxProvider):
                 removed += 1
         return removed
 
+    def check(self, policy: SandboxPolicy) -> None:
+        super().check(policy)
+        check_allow(policy)
+
     def default_policy(self) -> SandboxPolicy:
         agent: NetworkMode = "model-only" if can_enter() is None else "none"
         return SandboxPolicy(provider="bwrap", network=NetworkPolicy(agent))
@@ -186,8 +196,10 @@ class BwrapProvider(SandboxProvider):
         if self.executable is None:
             raise SandboxError(str(self._why_not))
         bridged = loopback_endpoints(endpoints)
+        allowed = await anyio.to_thread.run_sync(allowed_for, policy)  # names resolved outside
         async with self.living.alive():  # past the bound, wait for a trial's sandbox to end
             sandbox = self._make(workspace, policy, bridged)
+            sandbox.allowed = allowed
             state = sandbox.state
             try:
                 yield sandbox
@@ -224,6 +236,8 @@ class BwrapSandbox(Sandbox):
         (state / "tmp").mkdir(mode=0o1777)
         self.running: set[_process.HostProcess] = set()
         self.group: Group | None = None
+        self.allowed: dict[Phase, Allowed] = {}
+        """Each `allowlist` phase's destinations, resolved at the trial's start."""
 
     @property
     def info(self) -> SandboxInfo:
@@ -272,7 +286,10 @@ class BwrapSandbox(Sandbox):
                 command += ["--ro-bind", str(top), str(top)]
         command += ["--proc", "/proc", "--dev", "/dev"]
         command += ["--bind", str(self.state / "tmp"), "/tmp"]
-        command += ["--ro-bind", str(staged_etc(STATE_PREFIX)), "/etc"]
+        etc = staged_etc(STATE_PREFIX)
+        command += ["--ro-bind", str(etc), "/etc"]
+        if network == "allowlist":
+            command += ["--ro-bind", str(self._hosts(etc)), "/etc/hosts"]
         for extra in self.owner.options.get("read_only") or ():
             command += ["--ro-bind-try", str(extra), str(extra)]
         command += ["--bind", str(self.state / "home"), str(self.home)]
@@ -281,6 +298,14 @@ class BwrapSandbox(Sandbox):
             command += ["--bind-try", str(extra), str(extra)]
         command += ["--chdir", cwd, "--info-fd", str(info), "--block-fd", str(block), "--"]
         return command + list(argv)
+
+    def _hosts(self, etc: Path) -> Path:
+        """The phase's /etc/hosts: the host's, and the allowed names."""
+        hosts = self.state / f"hosts-{self.phase}"
+        if not hosts.exists():
+            base = (etc / "hosts").read_text() if (etc / "hosts").is_file() else ""
+            hosts.write_text(hosts_text(base, [self.allowed[self.phase]]))
+        return hosts
 
     async def allow(self, endpoints: Sequence[str]) -> None:
         for pair in loopback_endpoints(endpoints):
@@ -313,8 +338,8 @@ class BwrapSandbox(Sandbox):
         network = self.policy.network_for(self.phase)
         if network.mode == "host" and not self.owner.options.get("allow_host"):
             raise SandboxError("sandbox 'bwrap' was not made with allow_host: no host network")
-        if network.mode == "allowlist":
-            raise SandboxError("sandbox 'bwrap' cannot enforce network 'allowlist'")
+        if network.mode == "allowlist" and can_enter() is not None:
+            raise SandboxError(f"sandbox 'bwrap': network 'allowlist': {can_enter()}")
         # bwrap passes its own environment on: the variables are never in its command line
         environment = {"PATH": PATH, "HOME": str(self.home), "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
         environment |= {**self.policy.env, **(env or {})}
@@ -361,7 +386,7 @@ class BwrapSandbox(Sandbox):
             line = error.decode(errors="replace").strip() or f"exit {process.returncode}"
             raise SandboxError(f"bwrap could not start the sandbox: {line}") from None
         limits = self.policy.limits
-        bridge = Bridge(self.endpoints if network == "model-only" else ())
+        bridge = Bridge(self.endpoints if network in ("model-only", "allowlist") else ())
         try:
             group = self._group()
             since = (0, 0)
@@ -370,6 +395,8 @@ class BwrapSandbox(Sandbox):
                 group.add(child)
             set_rlimits(child, limits.cpu_seconds, limits.disk_bytes)
             bridge.open(child)
+            if network == "allowlist":
+                self._open_allowed(child, bridge)
             os.write(block_w, b"1")
         except BaseException:
             bridge.close()
@@ -379,6 +406,16 @@ class BwrapSandbox(Sandbox):
         handle = _process.HostProcess(process, on_exit=_Judge(self, group, since, bridge))
         self.running.add(handle)  # its pipes are closed at the trial's end at the latest
         return handle
+
+    def _open_allowed(self, child: int, bridge: Bridge) -> None:
+        """The phase's allowed destinations inside the command's namespace, relayed out
+        (closed with `bridge`)."""
+        allowed = self.allowed[self.phase]
+        netns = f"/proc/{child}/ns/net"
+        add_addresses(netns, allowed.addresses)
+        pairs = [pair for pair in allowed.pairs if pair not in bridge.endpoints]
+        if pairs:
+            bridge.relays.append(Relay(netns, pairs))
 
     def _group(self) -> Group | None:
         """The trial's cgroup, made at its first command when its limits need one."""

@@ -8,7 +8,9 @@ workspace bind-mounted read-write at its own path, as a non-root user (the host'
 back afterwards), no new privileges, and the limits as the engine's own flags: `--memory`
 (swap included), `--pids-limit`, `--ulimit cpu`, `--cpus` (option `cpus`); the wall clock and the
 output caps are trialkit's, around each `exec`. `model-only`: trialkit's endpoints (its model
-proxy, its MCP servers) are reached inside at the same loopback URLs through `_relay`.
+proxy, its MCP servers) are reached inside at the same loopback URLs through `_relay`;
+`allowlist`: those and the policy's `allow` destinations, resolved before the container starts,
+each at its own address and port inside (`_allow`), their names given by `--add-host`.
 
 Every container carries the labels `org.trialkit.sandbox`, `org.trialkit.run` and
 `org.trialkit.owner` (`host:pid`). Its first process reads trialkit's pipe and ends when that
@@ -33,6 +35,7 @@ from typing import Any, ClassVar
 import anyio
 import anyio.abc
 
+from trialkit.sandbox._allow import allowed_for, check_allow
 from trialkit.sandbox._container import ContainerSandbox
 from trialkit.sandbox._engine import Engine
 from trialkit.sandbox._ramp import AliveGate, alive_bound, start_bound
@@ -127,7 +130,7 @@ class DockerProvider(SandboxProvider):
         network: set[NetworkMode] = {"none", "host"}
         relay = why_no_relay()
         if relay is None:
-            network.add("model-only")
+            network |= {"model-only", "allowlist"}
         return Capabilities(
             isolation=True,
             network=frozenset(network),
@@ -150,6 +153,7 @@ class DockerProvider(SandboxProvider):
 
     def check(self, policy: SandboxPolicy) -> None:
         super().check(policy)
+        check_allow(policy)
         if policy.image is None and policy.dockerfile is None and self.default_image() is None:
             raise PolicyRefused(self._no_image())
         modes = {policy.network.mode, policy.grader_network.mode}
@@ -200,6 +204,7 @@ class DockerProvider(SandboxProvider):
         root = Path(await anyio.Path(workspace).resolve())
         box = ContainerSandbox(self, root, policy, image)
         box.endpoints = box.bridged(endpoints)
+        box.allowed = await anyio.to_thread.run_sync(allowed_for, policy)  # resolved outside
         async with self.living.alive():  # past the bound, wait for a trial's container to end
             async with self._starting:  # a burst of trials starts a few containers at a time
                 client = await box.start(self)
