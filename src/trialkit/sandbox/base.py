@@ -103,7 +103,8 @@ class NetworkPolicy:
 
     mode: NetworkMode = "none"
     allow: tuple[str, ...] = ()
-    """For `allowlist`: `host`, `host:port` or URL entries reachable besides the endpoints."""
+    """For `allowlist`: `host:port` or URL entries reachable besides the endpoints (a port is
+    needed: `_allow.destinations`)."""
 
     def __post_init__(self) -> None:
         if self.mode not in NETWORK_MODES:
