@@ -66,6 +66,7 @@ TESTS = 'pip install -e ".[dev]" && python -m pytest'
 NOT_TRIALKIT_OPTIONS = {
     "--rm",  # docker run's and podman run's flags (docs/sandbox.md)
     "--network",
+    "--add-host",
     "--runtime",
     "--memory",
     "--memory-swap",

@@ -298,7 +298,8 @@ class SandboxSpec(FileModel):
     grader_network: _NETWORK | None = None
     """While graders run commands in the sandbox (default `none`)."""
     allow: list[str] = Field(default_factory=list)
-    """Hosts or URLs an `allowlist` network reaches besides trialkit's endpoints."""
+    """Destinations an `allowlist` network reaches besides trialkit's endpoints: `host:port`
+    or a URL (its host and port); an entry without a port is refused."""
     limits: SandboxLimits | None = None
     image: str | None = None
     """The image to run in (docker, podman)."""
