@@ -224,6 +224,29 @@ def test_files_in_and_out(tmp_path: Path) -> None:
     assert (tmp_path / "back" / "deep" / "a.txt").read_text() == "A"
 
 
+def test_a_symlink_out_of_the_workspace_is_not_followed_on_the_host(tmp_path: Path) -> None:
+    provider = container_provider()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("host secret")
+    (workspace / "link").symlink_to(outside)
+
+    async def main() -> bytes | None:
+        async with provider.sandbox(workspace, policy()) as box:
+            # written inside the container, where the link's target is not
+            with contextlib.suppress(PermissionError):
+                await box.write_file("link", "overwritten")
+            try:
+                return await box.read_file("link")
+            except FileNotFoundError:
+                return None
+
+    leaked = anyio.run(main)
+    assert leaked != b"host secret"
+    assert outside.read_text() == "host secret"
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_network_none_and_model_only_by_phase(engine: str, tmp_path: Path, server: int) -> None:
     provider = container_provider(engine)

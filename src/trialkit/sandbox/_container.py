@@ -29,6 +29,7 @@ from trialkit.sandbox.base import (
     SandboxInfo,
     SandboxPolicy,
     SandboxProcess,
+    within,
 )
 
 __all__ = ["HOME", "ContainerProcess", "ContainerProvider", "ContainerSandbox"]
@@ -326,27 +327,15 @@ class ContainerSandbox(Sandbox):
         self.processes.append(process)
         return process
 
-    async def read_file(self, path: str) -> bytes:
-        inside = self._in_workspace(path)
-        if inside is None:
-            return await super().read_file(path)
-        return await anyio.Path(inside).read_bytes()
+    def _wrote_on_host(self, path: Path) -> None:
+        self._give(path)
 
-    async def write_file(self, path: str, data: bytes | str) -> None:
-        inside = self._in_workspace(path)
-        if inside is None:
-            await super().write_file(path, data)
-            return
-        target = anyio.Path(inside)
-        await target.parent.mkdir(parents=True, exist_ok=True)
-        await target.write_bytes(data.encode() if isinstance(data, str) else data)
-        await anyio.to_thread.run_sync(self._give, inside)
-
-    def _in_workspace(self, path: str) -> Path | None:
+    def _host_path(self, path: str) -> Path | None:
+        # The workspace is bound at its own path: inside and out, the same file.
         full = PurePosixPath(path) if path.startswith("/") else self.workspace / path
         full = PurePosixPath(os.path.normpath(full))
         if full == self.workspace or self.workspace in full.parents:
-            return Path(full)
+            return within(Path(full), Path(self.workspace))
         return None
 
     # -- the workspace's owner: the container's user while the trial runs

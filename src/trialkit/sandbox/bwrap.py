@@ -75,6 +75,7 @@ from trialkit.sandbox.base import (
     SandboxPolicy,
     SandboxProcess,
     SandboxProvider,
+    within,
 )
 
 __all__ = ["ETC_ALLOWED", "BwrapProvider", "BwrapSandbox"]
@@ -440,26 +441,8 @@ class BwrapSandbox(Sandbox):
         ]
         for mount, host in roots:
             if inside == mount or mount in inside.parents:
-                candidate = host / inside.relative_to(mount)
-                resolved = Path(os.path.realpath(candidate))
-                if resolved == host or host in resolved.parents:
-                    return resolved
-                return None
+                return within(host / inside.relative_to(mount), host)
         return None
-
-    async def read_file(self, path: str) -> bytes:
-        host = self._host_path(path)
-        if host is None:
-            return await super().read_file(path)
-        return await anyio.Path(host).read_bytes()
-
-    async def write_file(self, path: str, data: bytes | str) -> None:
-        host = self._host_path(path)
-        if host is None:
-            await super().write_file(path, data)
-            return
-        await anyio.Path(host.parent).mkdir(parents=True, exist_ok=True)
-        await anyio.Path(host).write_bytes(data.encode() if isinstance(data, str) else data)
 
     async def copy_in(self, source: Path, target: str) -> None:
         host = self._host_path(target)
